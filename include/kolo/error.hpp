@@ -1,0 +1,43 @@
+// Exceptions thrown by kolo. Every error raised by a collective names the collective and its
+// sequence number; errors caused by another process name that rank.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace kolo {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A bad argument, refused before any byte moved.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// A bounded wait ran out of time.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A peer died, closed its connection, aborted, or sent something this rank did not expect.
+// peer_rank() is the rank (in the group that raised it) that caused it, or -1 when unknown.
+class PeerError : public Error {
+ public:
+  PeerError(const std::string& what, int peer) : Error(what), peer_(peer) {}
+  int peer_rank() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
+// Ranks called different collectives (or the same one with different arguments) at the same point.
+class MismatchError : public PeerError {
+ public:
+  using PeerError::PeerError;
+};
+
+}  // namespace kolo

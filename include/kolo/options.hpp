@@ -1,0 +1,33 @@
+// Per-collective options, modelled on c10d's *Options structs.
+// A zero timeout means "the group's default" (KOLO_TIMEOUT, 300 s unless set).
+// An empty algorithm means "choose automatically"; otherwise it names a registered algorithm
+// ("ring", "tree", "direct", ...) and overrides KOLO_ALGO for this call.
+#pragma once
+#include <chrono>
+#include <string>
+#include "kolo/types.hpp"
+
+namespace kolo {
+
+using Milliseconds = std::chrono::milliseconds;
+
+struct CommonOptions {
+  Milliseconds timeout{0};
+  std::string algorithm;
+};
+
+struct BroadcastOptions : CommonOptions { int root = 0; };
+struct AllreduceOptions : CommonOptions { ReduceOp op = ReduceKind::sum; };
+struct ReduceOptions : CommonOptions { ReduceOp op = ReduceKind::sum; int root = 0; };
+struct AllgatherOptions : CommonOptions {};
+struct GatherOptions : CommonOptions { int root = 0; };
+struct ScatterOptions : CommonOptions { int root = 0; };
+struct ReduceScatterOptions : CommonOptions { ReduceOp op = ReduceKind::sum; };
+struct AllToAllOptions : CommonOptions {};
+struct BarrierOptions : CommonOptions {};
+// Point-to-point: a send matches the receive the peer posted in the same order; both must name
+// the same tag, or the receive fails with a MismatchError.
+struct SendOptions : CommonOptions { uint32_t tag = 0; };
+struct RecvOptions : CommonOptions { uint32_t tag = 0; };
+
+}  // namespace kolo

@@ -1,0 +1,102 @@
+// kolo::ProcessGroup: N processes that run collectives together, modelled on c10d's ProcessGroup.
+//
+// Every call checks its arguments (throwing InvalidArgument before any byte moves), queues the
+// operation and returns a Work at once. A group runs its operations one after another in issue
+// order on its own engine thread; every rank must issue the same collectives in the same order.
+//
+// Buffer conventions follow NCCL: `count` is per rank for allgather/gather (send holds count,
+// recv holds count*size), for scatter/reduce_scatter (send holds count*size, recv holds count)
+// and for alltoall (both hold count*size, block i goes to / comes from rank i). In-place means
+// recv.ptr == send.ptr for allreduce/reduce/broadcast/alltoall, and send.ptr == recv.ptr +
+// rank*count elements for allgather and gather; recv.ptr == send.ptr + rank*count for
+// reduce_scatter and scatter. Any other overlap of send and recv is refused.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kolo/buffer.hpp"
+#include "kolo/error.hpp"
+#include "kolo/options.hpp"
+#include "kolo/store.hpp"
+#include "kolo/types.hpp"
+#include "kolo/work.hpp"
+
+namespace kolo {
+
+struct GroupOptions {
+  std::chrono::milliseconds timeout{0};  // 0: KOLO_TIMEOUT or 300 s
+  std::string transport;                 // "": KOLO_TRANSPORT or automatic
+  std::string secret;                    // "": KOLO_SECRET, else made by rank 0 and shared through the store
+  std::string name = "default";          // names the group in logs and store keys
+};
+
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
+ public:
+  // Collective over `size` processes: every rank calls it with the same store. Connects to all
+  // peers before returning; throws on a bad secret, a timeout or an unreachable peer.
+  static std::shared_ptr<ProcessGroup> create(std::shared_ptr<Store> store, int rank, int size,
+                                              const GroupOptions& opts = {});
+  ~ProcessGroup();  // orderly shutdown if shutdown() was not called
+
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+
+  WorkPtr broadcast(Buffer buf, const BroadcastOptions& opts = {});
+  WorkPtr allreduce(Buffer send, Buffer recv, const AllreduceOptions& opts = {});
+  WorkPtr allreduce(Buffer inout, const AllreduceOptions& opts = {}) { return allreduce(inout, inout, opts); }
+  // recv matters on the root only (other ranks may pass an empty Buffer).
+  WorkPtr reduce(Buffer send, Buffer recv, const ReduceOptions& opts = {});
+  WorkPtr allgather(Buffer send, Buffer recv, const AllgatherOptions& opts = {});
+  WorkPtr gather(Buffer send, Buffer recv, const GatherOptions& opts = {});
+  WorkPtr scatter(Buffer send, Buffer recv, const ScatterOptions& opts = {});
+  WorkPtr reduce_scatter(Buffer send, Buffer recv, const ReduceScatterOptions& opts = {});
+  WorkPtr alltoall(Buffer send, Buffer recv, const AllToAllOptions& opts = {});
+  // Counts and displacements in elements, one per rank. The count rank i sends to rank j must
+  // equal the count rank j expects from rank i (checked: a mismatch is a MismatchError).
+  WorkPtr alltoallv(Buffer send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
+                    Buffer recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                    const AllToAllOptions& opts = {});
+  WorkPtr barrier(const BarrierOptions& opts = {});
+  WorkPtr send(Buffer buf, int dst, const SendOptions& opts = {});
+  WorkPtr recv(Buffer buf, int src, const RecvOptions& opts = {});
+
+  // Collective over this group. Ranks with the same color form a new group ordered by (key,
+  // rank); color < 0 takes no part and gets nullptr.
+  std::shared_ptr<ProcessGroup> split(int color, int key);
+  // Collective over this group: every rank calls it with the same list; members get the new
+  // group (rank = position in the list), others nullptr.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+
+  // Fails every queued and running operation with `reason` and tells the peers; not orderly.
+  void abort(const std::string& reason = "aborted by the user");
+  // Waits for queued operations, says goodbye to every peer and closes connections. Collective.
+  void shutdown();
+
+  struct Impl;
+
+ private:
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// What init_from_env found: torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/LOCAL_RANK/
+// LOCAL_WORLD_SIZE, else Open MPI's OMPI_COMM_WORLD_*, else Slurm's SLURM_PROCID/SLURM_NTASKS/...
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  std::string source;  // "torchrun", "openmpi", "slurm" or "default"
+};
+LaunchEnv read_launch_env();
+
+// Reads the launch environment, rank 0 starts a TCPStore server at MASTER_ADDR:MASTER_PORT, and
+// all ranks form the world group.
+std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts = {});
+
+}  // namespace kolo

@@ -1,0 +1,47 @@
+// Element types, reduction operators and devices: the vocabulary every other header uses.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kolo {
+
+enum class DataType : uint8_t {
+  int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64,
+};
+constexpr int kNumDataTypes = 10;
+
+// Size of one element in bytes; throws InvalidArgument for an unknown value.
+size_t dtype_size(DataType t);
+const char* dtype_name(DataType t);
+// Parses "float32", "f32", "float", "half", "bf16", "int8", ... ; throws on unknown names.
+DataType parse_dtype(const std::string& name);
+bool is_floating(DataType t);
+
+enum class ReduceKind : uint8_t { sum, prod, min, max, avg, premul_sum, band, bor, bxor };
+constexpr int kNumReduceKinds = 9;
+
+// A reduction operator. premul_sum multiplies every input by `factor` before summing
+// (c10d's _make_nccl_premul_sum); avg divides the sum by the number of ranks.
+struct ReduceOp {
+  ReduceKind kind = ReduceKind::sum;
+  double factor = 1.0;  // premul_sum only
+
+  constexpr ReduceOp() = default;
+  constexpr ReduceOp(ReduceKind k) : kind(k) {}  // NOLINT: implicit on purpose (ReduceOp op = ReduceKind::max)
+  static constexpr ReduceOp premul_sum(double f) { ReduceOp o(ReduceKind::premul_sum); o.factor = f; return o; }
+  bool is_bitwise() const { return kind == ReduceKind::band || kind == ReduceKind::bor || kind == ReduceKind::bxor; }
+};
+const char* reduce_name(ReduceKind k);
+ReduceKind parse_reduce(const std::string& name);
+
+// Where a buffer lives. Only cpu is served by the core; cuda buffers come with GPU support.
+struct Device {
+  enum class Type : uint8_t { cpu, cuda } type = Type::cpu;
+  int index = -1;
+  static Device cpu() { return {}; }
+  static Device cuda(int i) { return {Type::cuda, i}; }
+  bool is_cpu() const { return type == Type::cpu; }
+};
+
+}  // namespace kolo

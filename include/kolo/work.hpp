@@ -1,0 +1,53 @@
+// An asynchronous operation's handle, like c10d::Work. Collectives issued on one group start and
+// complete in issue order; wait() rethrows the collective's error.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kolo {
+
+class Work {
+ public:
+  static constexpr std::chrono::milliseconds kNoTimeout{-1};
+
+  Work(std::string op_name, uint64_t seq) : op_name_(std::move(op_name)), seq_(seq) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the operation completes. Throws the operation's error if it failed, and
+  // TimeoutError if `timeout` (when not kNoTimeout) passes first; the operation itself is still
+  // bounded by its own Options.timeout and will fail on its own if a peer is stuck.
+  void wait(std::chrono::milliseconds timeout = kNoTimeout);
+  bool is_completed() const;
+  bool is_success() const;             // completed and no error
+  std::exception_ptr exception() const;  // null while running or on success
+  // Runs `fn` once when the operation completes (on the thread that completes it), or at once
+  // on the calling thread if it already has. Exceptions thrown by `fn` are swallowed and logged.
+  void on_complete(std::function<void(Work&)> fn);
+
+  const std::string& op_name() const { return op_name_; }
+  uint64_t seq() const { return seq_; }
+
+  // Called by the engine, not by users.
+  void finish(std::exception_ptr error);
+
+ private:
+  const std::string op_name_;
+  const uint64_t seq_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void(Work&)>> callbacks_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+}  // namespace kolo

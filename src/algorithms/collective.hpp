@@ -1,0 +1,35 @@
+// What a collective is, seen by algorithms: its kind and its arguments after validation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+#include "kolo/types.hpp"
+
+namespace kolo::algo {
+
+enum class CollKind : uint8_t {
+  broadcast, allreduce, reduce, allgather, gather, scatter, reduce_scatter, alltoall, alltoallv,
+  barrier, send, recv,
+};
+constexpr int kNumCollKinds = 12;
+const char* coll_name(CollKind k);
+
+// Arguments as ProcessGroup received them (see include/kolo/process_group.hpp for the
+// conventions); `count` is in elements and per rank as there. For alltoallv the vectors hold
+// counts and displacements in elements. Validation has already happened.
+struct CollArgs {
+  CollKind kind = CollKind::allreduce;
+  DataType dtype = DataType::float32;
+  ReduceOp op;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  int root = 0;  // also the peer for send/recv
+  uint32_t tag = 0;  // send/recv only
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+
+  size_t elem_size() const { return dtype_size(dtype); }
+  size_t bytes() const { return count * elem_size(); }  // per-rank bytes
+};
+
+}  // namespace kolo::algo

@@ -1,0 +1,64 @@
+// The only thing an algorithm talks to. It hides which transport carries each message and
+// supplies the collective's reduction, scratch memory and chunk size.
+//
+// Matching rule: messages between two ranks match in the order they were posted, per
+// direction. An algorithm must post its sends to a peer in the same order as that peer posts
+// the matching receives. Every message is stamped with the collective's sequence number and
+// fingerprint; a receive that meets another collective's message fails with MismatchError.
+// Never wait for a send before posting the receive the peer needs to make progress.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include "algorithms/collective.hpp"
+
+namespace kolo::algo {
+
+struct Req {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const CollArgs& args() const = 0;
+
+  // Non-blocking point-to-point. Buffers stay untouched by the algorithm until wait() returns.
+  // A zero-byte message is legal and still matched.
+  virtual Req isend(int peer, const void* buf, size_t bytes) = 0;
+  virtual Req irecv(int peer, void* buf, size_t bytes) = 0;
+  // Blocks (driving progress) until done; bounded by the collective's deadline. Throws
+  // PeerError, MismatchError or TimeoutError naming the peer, the collective and its sequence.
+  virtual void wait(Req r) = 0;
+  // Drives progress without blocking; true if r is done (throws on failure like wait).
+  virtual bool test(Req r) = 0;
+  void wait_all(std::initializer_list<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
+  void wait_all(std::span<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
+
+  // The collective's reduction (dtype and op from args()): dst = dst op src / dst = a op b.
+  virtual void reduce(void* dst, const void* src, size_t count) = 0;
+  virtual void reduce(void* dst, const void* a, const void* b, size_t count) = 0;
+  // Applies avg's division / premul_sum's factor. Call exactly once on each element of a fully
+  // reduced result, before it is sent on or returned.
+  virtual void finalize(void* data, size_t count) = 0;
+
+  // Scratch memory owned by the group, valid until the collective returns; 64-byte aligned.
+  // Calls with different `slot` numbers return non-overlapping memory.
+  virtual void* scratch(size_t bytes, int slot = 0) = 0;
+  // Pipelining granularity for large messages (KOLO_CHUNK_BYTES).
+  virtual size_t chunk_bytes() const = 0;
+};
+
+// Convenience: exchange with two peers at once (the send never blocks the receive).
+inline void sendrecv(Comm& c, int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes) {
+  Req r = c.irecv(from, rbuf, rbytes);
+  Req s = c.isend(to, sbuf, sbytes);
+  c.wait(r);
+  c.wait(s);
+}
+
+}  // namespace kolo::algo
