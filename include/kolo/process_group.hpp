@@ -75,10 +75,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Waits for queued operations, says goodbye to every peer and closes connections. Collective.
   void shutdown();
 
+  // Internal: groups are made by create(), split() and new_group(); Impl is private to the library.
   struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
 
  private:
-  explicit ProcessGroup(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,136 @@
+#include "engine/bootstrap.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "common/log.hpp"
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::engine {
+
+static Secret secret_from_string(const std::string& s) {
+  // Two FNV-1a passes with different offsets spread any user string over 16 bytes.
+  Secret out{};
+  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+  for (unsigned char c : s) {
+    h1 = (h1 ^ c) * 1099511628211ull;
+    h2 = (h2 ^ c) * 1099511628211ull;
+  }
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<size_t>(i)] = static_cast<uint8_t>(h1 >> (8 * i));
+    out[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(h2 >> (8 * i));
+  }
+  return out;
+}
+
+Secret agree_secret(Store& store, const std::string& prefix, int rank, const std::string& explicit_secret) {
+  std::string s = explicit_secret.empty() ? config::get_string("KOLO_SECRET") : explicit_secret;
+  if (!s.empty()) return secret_from_string(s);
+  const std::string key = prefix + "/secret";
+  if (rank == 0) {
+    std::random_device rd;
+    std::string made;
+    for (int i = 0; i < 4; ++i) made += std::to_string(rd()) + "-";
+    store.set(key, made);
+    return secret_from_string(made);
+  }
+  return secret_from_string(store.get_string(key));
+}
+
+std::string host_identity() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return std::string(host) + "/" + boot;
+}
+
+// The first up, non-loopback IPv4 address: what peers on other hosts can reach.
+static std::string first_external_ipv4() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
+    found = ip;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+Connected connect_group(Store& store, const std::string& prefix, int rank, int size, const Secret& secret,
+                        std::chrono::steady_clock::time_point deadline, const std::string& forced_transport) {
+  Connected out;
+  out.ctx = std::make_unique<Context>(rank, size);
+  // Who shares a host with whom.
+  std::string me = host_identity();
+  store.set(prefix + "/host/" + std::to_string(rank), me);
+  out.host_ids.resize(static_cast<size_t>(size));
+  bool one_host = true;
+  for (int r = 0; r < size; ++r) {
+    out.host_ids[static_cast<size_t>(r)] = r == rank ? me : store.get_string(prefix + "/host/" + std::to_string(r));
+    one_host &= out.host_ids[static_cast<size_t>(r)] == me;
+  }
+  transport::Bootstrap b;
+  b.store = &store;
+  b.prefix = prefix;
+  b.rank = rank;
+  b.size = size;
+  b.secret = secret;
+  b.deadline = deadline;
+  b.host_ids = out.host_ids;
+  b.failures = out.ctx.get();
+  b.listen_addr = config::is_set("KOLO_SOCKET_IFADDR") ? config::get_string("KOLO_SOCKET_IFADDR")
+                  : one_host                           ? std::string("127.0.0.1")
+                                                       : first_external_ipv4();
+
+  // Pick a transport per peer: the forced one, else the highest-priority one that reaches it.
+  const auto& transports = transport::all_transports();
+  const transport::TransportInfo* forced = nullptr;
+  if (!forced_transport.empty()) {
+    forced = transport::find_transport(forced_transport);
+    if (!forced) {
+      std::string names;
+      for (const auto& t : transports) names += std::string(names.empty() ? "" : ", ") + t.name;
+      throw InvalidArgument("KOLO_TRANSPORT='" + forced_transport + "' is not a transport of this build (have: " + names + ")");
+    }
+  }
+  std::map<const transport::TransportInfo*, std::vector<int>> by_transport;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    const transport::TransportInfo* best = nullptr;
+    if (forced) {
+      if (!forced->reaches(b, p))
+        throw InvalidArgument(std::string("transport ") + forced->name + " cannot reach rank " + std::to_string(p));
+      best = forced;
+    } else {
+      for (const auto& t : transports)
+        if (t.reaches(b, p) && (!best || t.priority > best->priority)) best = &t;
+    }
+    if (!best) throw Error("no transport reaches rank " + std::to_string(p));
+    by_transport[best].push_back(p);
+  }
+  // Connect transport by transport in registry order, which every rank shares, so that no two
+  // ranks wait on each other inside different transports.
+  for (const auto& t : transports) {
+    auto it = by_transport.find(&t);
+    if (it == by_transport.end()) continue;
+    out.ctx->add_device(t.connect(b, it->second), it->second);
+    KOLO_LOG(debug, "group " << prefix << ": " << t.name << " carries " << it->second.size() << " peer(s)");
+  }
+  return out;
+}
+
+}  // namespace kolo::engine

@@ -1,0 +1,68 @@
+#include "engine/config.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "kolo/error.hpp"
+
+namespace kolo::config {
+
+// The table. Keep it sorted by area; docs/ENVIRONMENT.md mirrors it.
+const std::vector<Tunable>& tunables() {
+  static const std::vector<Tunable> table = {
+      // Errors and debugging
+      {"KOLO_TIMEOUT", "300", "Default timeout of every collective and of connection setup, in seconds (fractions allowed)."},
+      {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
+      // Selection
+      {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
+      {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp). Empty: automatic."},
+      {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct)."},
+      {"KOLO_TREE_MAX_BYTES", "262144", "All-reduce uses the double binary tree up to this many bytes, the ring above."},
+      {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
+      // Bootstrap and TCP
+      {"KOLO_SECRET", "", "Shared job secret checked in every connection handshake. Empty: rank 0 makes one and shares it through the store."},
+      {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: MASTER_ADDR's interface when local, else the host's first non-loopback address; 127.0.0.1 on a single host."},
+      {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
+      {"KOLO_SPIN_US", "50", "How long a waiting rank polls without sleeping before it blocks in epoll."},
+  };
+  return table;
+}
+
+static const Tunable& find(const char* name) {
+  for (const auto& t : tunables())
+    if (std::string(t.name) == name) return t;
+  throw std::logic_error(std::string("kolo: tunable ") + name + " is not in the table (src/engine/config.cpp)");
+}
+
+bool is_set(const char* name) {
+  find(name);
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+std::string get_string(const char* name) {
+  const Tunable& t = find(name);
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? std::string(v) : std::string(t.default_value);
+}
+
+int64_t get_int(const char* name) {
+  std::string s = get_string(name);
+  if (s.empty()) return 0;
+  size_t pos = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &pos);
+  } catch (const std::exception&) {
+    throw InvalidArgument(std::string(name) + "='" + s + "' is not an integer");
+  }
+  std::string suffix = s.substr(pos);
+  if (suffix == "K" || suffix == "k") v <<= 10;
+  else if (suffix == "M" || suffix == "m") v <<= 20;
+  else if (suffix == "G" || suffix == "g") v <<= 30;
+  else if (!suffix.empty()) throw InvalidArgument(std::string(name) + "='" + s + "' has an unknown suffix");
+  return v;
+}
+
+}  // namespace kolo::config

@@ -1,0 +1,119 @@
+#include "engine/context.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "kolo/error.hpp"
+
+namespace kolo::engine {
+
+Context::Context(int rank, int size) : rank_(rank), size_(size), by_peer_(static_cast<size_t>(size), nullptr) {
+  wake_fd_ = tcp::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+}
+
+Context::~Context() = default;
+
+void Context::add_device(std::unique_ptr<transport::Device> dev, const std::vector<int>& peers) {
+  for (int p : peers) by_peer_[static_cast<size_t>(p)] = dev.get();
+  devices_.push_back(std::move(dev));
+}
+
+transport::Pair& Context::pair(int peer) const {
+  transport::Device* d = by_peer_.at(static_cast<size_t>(peer));
+  if (d == nullptr) throw Error("no transport reaches rank " + std::to_string(peer));
+  return *d->pair(peer);
+}
+
+const char* Context::transport_name(int peer) const {
+  transport::Device* d = by_peer_.at(static_cast<size_t>(peer));
+  return d ? d->name() : "self";
+}
+
+bool Context::poll() {
+  bool moved = false;
+  for (auto& d : devices_) moved |= d->poll();
+  return moved;
+}
+
+void Context::block(std::chrono::microseconds max_wait) {
+  pollfd fds[8];
+  nfds_t n = 0;
+  bool all_fds = true;
+  for (auto& d : devices_) {
+    int fd = d->wait_fd();
+    if (fd < 0 || n == 7) {
+      all_fds = false;
+      continue;
+    }
+    fds[n++] = pollfd{fd, POLLIN, 0};
+  }
+  fds[n++] = pollfd{wake_fd_.get(), POLLIN, 0};
+  int ms = static_cast<int>((max_wait.count() + 999) / 1000);
+  if (!all_fds) ms = 0;  // a device without an fd must be polled: do not sleep
+  ::poll(fds, n, ms);
+  if (fds[n - 1].revents & POLLIN) {
+    uint64_t v;
+    ssize_t ignored = ::read(wake_fd_.get(), &v, sizeof v);
+    (void)ignored;
+  }
+}
+
+void Context::wake() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
+  (void)ignored;
+}
+
+void Context::peer_failed(int peer, transport::Failure why, const std::string& detail) {
+  std::lock_guard<std::mutex> lk(failure_mu_);
+  if (failed_.load()) return;
+  failure_.peer = peer;
+  failure_.why = why;
+  failure_.detail = detail;
+  if (why == transport::Failure::peer_aborted) {
+    int culprit = -1;
+    std::string message;
+    decode_abort_reason(detail, &culprit, &message);
+    failure_.peer = culprit >= 0 ? culprit : peer;
+    failure_.detail = "rank " + std::to_string(peer) + " aborted: " + message;
+  }
+  failed_.store(true, std::memory_order_release);
+}
+
+PeerFailure Context::failure() const {
+  std::lock_guard<std::mutex> lk(failure_mu_);
+  return failure_;
+}
+
+void Context::abort(const std::string& reason) {
+  if (aborted_) return;
+  aborted_ = true;
+  for (auto& d : devices_) d->abort(reason);
+}
+
+std::vector<int> Context::close(std::chrono::steady_clock::time_point deadline) {
+  std::vector<int> missing;
+  for (auto& d : devices_) {
+    auto m = d->close(deadline);
+    missing.insert(missing.end(), m.begin(), m.end());
+  }
+  return missing;
+}
+
+std::string encode_abort_reason(int culprit, const std::string& message) { return std::to_string(culprit) + "\n" + message; }
+
+void decode_abort_reason(const std::string& reason, int* culprit, std::string* message) {
+  auto nl = reason.find('\n');
+  if (nl == std::string::npos) {
+    *message = reason;
+    return;
+  }
+  try {
+    *culprit = std::stoi(reason.substr(0, nl));
+  } catch (const std::exception&) {
+  }
+  *message = reason.substr(nl + 1);
+}
+
+}  // namespace kolo::engine

@@ -1,0 +1,67 @@
+// The group's view of its transports: which device carries each peer's messages, progress over
+// all devices, and the first peer failure (the group's error from then on).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/tcp/socket.hpp"
+#include "transports/transport.hpp"
+
+namespace kolo::engine {
+
+struct PeerFailure {
+  int peer = -1;            // the rank that caused it (for an abort notice: the rank it blames)
+  transport::Failure why = transport::Failure::none;
+  std::string detail;
+};
+
+class Context final : public transport::FailureSink {
+ public:
+  Context(int rank, int size);
+  ~Context() override;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  void add_device(std::unique_ptr<transport::Device> dev, const std::vector<int>& peers);
+  transport::Pair& pair(int peer) const;
+  const char* transport_name(int peer) const;
+
+  // Non-blocking: moves what can move on every device; true if anything changed.
+  bool poll();
+  // Sleeps until a device may have work, wake() is called, or `max_wait` passes.
+  void block(std::chrono::microseconds max_wait);
+  // Thread-safe: interrupts block().
+  void wake();
+
+  // FailureSink: records the first failure; waits check has_failure().
+  void peer_failed(int peer, transport::Failure why, const std::string& detail) override;
+  bool has_failure() const { return failed_.load(std::memory_order_acquire); }
+  PeerFailure failure() const;
+
+  // Tells every peer and fails every pending request; idempotent.
+  void abort(const std::string& reason);
+  // Orderly goodbye on every device; returns peers that did not answer in time.
+  std::vector<int> close(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  int rank_, size_;
+  std::vector<std::unique_ptr<transport::Device>> devices_;
+  std::vector<transport::Device*> by_peer_;
+  tcp::Fd wake_fd_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  PeerFailure failure_;
+  bool aborted_ = false;
+};
+
+// Abort notices carry the rank to blame first, so that a rank that learns of a failure second
+// hand still names the original culprit: "<rank>\n<message>".
+std::string encode_abort_reason(int culprit, const std::string& message);
+void decode_abort_reason(const std::string& reason, int* culprit, std::string* message);
+
+}  // namespace kolo::engine

@@ -1,0 +1,141 @@
+#include "engine/engine_comm.hpp"
+
+#include <cstring>
+#include <thread>
+
+#include "engine/config.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::engine {
+
+using transport::Failure;
+using transport::Request;
+using Clock = std::chrono::steady_clock;
+
+EngineComm::EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args,
+                       const Stamp& stamp, Clock::time_point deadline, std::chrono::milliseconds timeout,
+                       size_t chunk_bytes)
+    : ctx_(ctx),
+      scratch_(scratch),
+      group_(group),
+      args_(args),
+      stamp_(stamp),
+      tag_(encode(stamp)),
+      deadline_(deadline),
+      timeout_(timeout),
+      chunk_bytes_(chunk_bytes),
+      spin_(config::get_int("KOLO_SPIN_US")) {}
+
+std::string EngineComm::where() const {
+  return std::string(algo::coll_name(args_.kind)) + " #" + std::to_string(stamp_.seq) + " on rank " +
+         std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
+}
+
+void EngineComm::check_peer(int peer) const {
+  if (peer < 0 || peer >= group_.size || peer == group_.rank)
+    throw std::logic_error("kolo: algorithm bug in " + where() + ": message to/from rank " + std::to_string(peer));
+}
+
+algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
+  check_peer(peer);
+  if (ctx_.has_failure()) raise_group_failure();
+  reqs_.emplace_back();
+  ctx_.pair(peer).post_send(buf, bytes, tag_, &reqs_.back());
+  return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
+}
+
+algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
+  check_peer(peer);
+  if (ctx_.has_failure()) raise_group_failure();
+  reqs_.emplace_back();
+  ctx_.pair(peer).post_recv(buf, bytes, tag_, &reqs_.back());
+  return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
+}
+
+Request& EngineComm::get(algo::Req r) {
+  if (r.id < 0 || static_cast<size_t>(r.id) >= reqs_.size()) throw std::logic_error("kolo: invalid request handle");
+  return reqs_[static_cast<size_t>(r.id)];
+}
+
+bool EngineComm::test(algo::Req r) {
+  Request& req = get(r);
+  if (req.state == Request::State::pending) ctx_.poll();
+  if (req.state == Request::State::failed) raise(req);
+  if (req.state == Request::State::pending && ctx_.has_failure()) raise_group_failure();
+  return req.state == Request::State::done;
+}
+
+void EngineComm::wait(algo::Req r) {
+  Request& req = get(r);
+  if (req.state == Request::State::done) return;
+  auto spin_until = Clock::now() + spin_;
+  while (req.state == Request::State::pending) {
+    if (ctx_.has_failure()) raise_group_failure();
+    bool moved = ctx_.poll();
+    if (req.state != Request::State::pending) break;
+    auto now = Clock::now();
+    if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req));
+    if (!moved && now >= spin_until) {
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
+      ctx_.block(std::min(left, std::chrono::microseconds(50000)));
+    }
+  }
+  if (req.state == Request::State::failed) raise(req);
+}
+
+std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r) {
+  std::string secs = std::to_string(timeout.count() / 1000.0);
+  secs.erase(secs.find_last_not_of('0') + 1);
+  if (!secs.empty() && secs.back() == '.') secs.pop_back();
+  return "kolo: " + where + " timed out after " + secs + " s waiting for rank " + std::to_string(r.peer) + " (" +
+         (r.is_send ? "send" : "receive") + " of " + std::to_string(r.bytes) + " bytes, " + std::to_string(r.transferred) +
+         " done); is rank " + std::to_string(r.peer) + " stuck, dead, or calling a different collective?";
+}
+
+void raise_request_failure(const std::string& where, const Request& r, const Context& ctx) {
+  if (r.failure == Failure::tag_mismatch || r.failure == Failure::size_mismatch) {
+    Stamp mine = decode(r.tag), theirs = decode(r.got_tag);
+    std::string msg = "kolo: " + where + ": rank " + std::to_string(r.peer) + " sent a message for " + describe(theirs);
+    if (r.failure == Failure::size_mismatch || r.got_bytes != r.bytes)
+      msg += " of " + std::to_string(r.got_bytes) + " bytes";
+    msg += " where this rank expected " + describe(mine);
+    if (r.got_bytes != r.bytes) msg += " of " + std::to_string(r.bytes) + " bytes";
+    msg += ". Every rank must issue the same collectives, with matching arguments, in the same order.";
+    throw MismatchError(msg, r.peer);
+  }
+  // The transport's own failure, or the group's first failure if this request was failed
+  // because another connection broke.
+  if (ctx.has_failure()) {
+    PeerFailure f = ctx.failure();
+    throw PeerError("kolo: " + where + " failed: " + f.detail, f.peer);
+  }
+  throw PeerError("kolo: " + where + " failed: " + r.detail, r.peer);
+}
+
+void EngineComm::raise(const Request& r) { raise_request_failure(where(), r, ctx_); }
+
+void EngineComm::raise_group_failure() {
+  PeerFailure f = ctx_.failure();
+  if (f.why == Failure::tag_mismatch || f.why == Failure::size_mismatch) {
+    // Find the request that saw it to report both sides.
+    for (const auto& r : reqs_)
+      if (r.state == Request::State::failed && (r.failure == Failure::tag_mismatch || r.failure == Failure::size_mismatch))
+        raise(r);
+  }
+  throw PeerError("kolo: " + where() + " failed: " + f.detail, f.peer);
+}
+
+void EngineComm::reduce(void* dst, const void* src, size_t count) {
+  kernels::reduce_inplace(args_.dtype, args_.op.kind, dst, src, count);
+}
+
+void EngineComm::reduce(void* dst, const void* a, const void* b, size_t count) {
+  kernels::reduce(args_.dtype, args_.op.kind, dst, a, b, count);
+}
+
+void EngineComm::finalize(void* data, size_t count) { kernels::finalize(args_.dtype, args_.op, data, count, group_.size); }
+
+void* EngineComm::scratch(size_t bytes, int slot) { return scratch_.get(bytes, slot); }
+
+}  // namespace kolo::engine

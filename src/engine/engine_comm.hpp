@@ -1,0 +1,66 @@
+// algo::Comm on top of the group's Context: stamps messages, keeps the collective's requests,
+// drives progress while waiting and turns transport failures and deadlines into exceptions that
+// name the peer, the collective and its sequence number.
+#pragma once
+#include <chrono>
+#include <deque>
+#include <string>
+
+#include "algorithms/comm.hpp"
+#include "engine/context.hpp"
+#include "engine/scratch.hpp"
+#include "engine/tags.hpp"
+
+namespace kolo::engine {
+
+struct GroupInfo {
+  std::string name;  // for messages
+  int rank = 0;
+  int size = 1;
+};
+
+class EngineComm final : public algo::Comm {
+ public:
+  EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args, const Stamp& stamp,
+             std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout, size_t chunk_bytes);
+
+  int rank() const override { return group_.rank; }
+  int size() const override { return group_.size; }
+  const algo::CollArgs& args() const override { return args_; }
+  algo::Req isend(int peer, const void* buf, size_t bytes) override;
+  algo::Req irecv(int peer, void* buf, size_t bytes) override;
+  void wait(algo::Req r) override;
+  bool test(algo::Req r) override;
+  void reduce(void* dst, const void* src, size_t count) override;
+  void reduce(void* dst, const void* a, const void* b, size_t count) override;
+  void finalize(void* data, size_t count) override;
+  void* scratch(size_t bytes, int slot) override;
+  size_t chunk_bytes() const override { return chunk_bytes_; }
+
+  // "allreduce #7 on rank 1 of 4 (group default)"
+  std::string where() const;
+
+ private:
+  transport::Request& get(algo::Req r);
+  [[noreturn]] void raise(const transport::Request& r);
+  [[noreturn]] void raise_group_failure();
+  void check_peer(int peer) const;
+
+  Context& ctx_;
+  Scratch& scratch_;
+  GroupInfo group_;
+  algo::CollArgs args_;
+  Stamp stamp_;
+  transport::Tag tag_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::milliseconds timeout_;
+  size_t chunk_bytes_;
+  std::chrono::microseconds spin_;
+  std::deque<transport::Request> reqs_;  // deque: stable addresses while the transport holds them
+};
+
+// Shared with point-to-point handling in the executor.
+std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r);
+[[noreturn]] void raise_request_failure(const std::string& where, const transport::Request& r, const Context& ctx);
+
+}  // namespace kolo::engine

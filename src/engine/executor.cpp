@@ -1,0 +1,239 @@
+#include "engine/executor.hpp"
+
+#include "common/log.hpp"
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::engine {
+
+using Clock = std::chrono::steady_clock;
+using transport::Request;
+
+Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout)
+    : ctx_(std::move(ctx)),
+      group_(std::move(group)),
+      close_timeout_(close_timeout),
+      chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!closing_) {
+      closing_ = true;
+      Task t;
+      t.type = Task::Type::close;
+      queue_.push_back(std::move(t));
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Executor::submit(Task t) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
+    queue_.push_back(std::move(t));
+  }
+  cv_.notify_one();
+  ctx_->wake();
+}
+
+void Executor::request_abort(const std::string& reason) {
+  ctx_->peer_failed(group_.rank, transport::Failure::aborted, reason);
+  ctx_->wake();
+  cv_.notify_all();
+}
+
+void Executor::close_and_join() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!closing_) {
+      closing_ = true;
+      Task t;
+      t.type = Task::Type::close;
+      queue_.push_back(std::move(t));
+    }
+  }
+  cv_.notify_all();
+  ctx_->wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Executor::failed() const { return failed_.load(); }
+
+std::string Executor::where(const Task& t) const {
+  return std::string(algo::coll_name(t.args.kind)) + " #" + std::to_string(t.stamp.seq) + " on rank " +
+         std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
+}
+
+std::exception_ptr Executor::not_run_error(const Task& t) const {
+  int peer = -1;
+  try {
+    std::rethrow_exception(group_error_);
+  } catch (const PeerError& e) {
+    peer = e.peer_rank();
+  } catch (...) {
+  }
+  return std::make_exception_ptr(
+      PeerError("kolo: " + where(t) + " was not run: the group failed earlier: " + group_error_text_, peer));
+}
+
+void Executor::fail_group(const std::string& reason, int culprit) {
+  if (failed_.exchange(true)) return;
+  KOLO_LOG(error, reason);
+  ctx_->abort(encode_abort_reason(culprit, reason));
+  // The abort failed the requests of pending point-to-point operations; fail their works too.
+  for (auto& p : pending_)
+    p.work->finish(std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
+  pending_.clear();
+}
+
+void Executor::loop() {
+  for (;;) {
+    Task t;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (queue_.empty()) {
+        if (!pending_.empty() || (ctx_->has_failure() && !failed_)) break;
+        cv_.wait(lk);
+      }
+      if (!queue_.empty()) {
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      } else {
+        t.type = Task::Type::close;
+        t.work = nullptr;
+        t.stamp.seq = UINT64_MAX;  // marks "no task: just progress"
+      }
+    }
+    if (t.type == Task::Type::close && t.stamp.seq == UINT64_MAX) {
+      // Idle but point-to-point operations are in flight, or a failure needs handling.
+      if (ctx_->has_failure() && !failed_) {
+        PeerFailure f = ctx_->failure();
+        fail_group("kolo: rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
+                       group_.name + "): " + f.detail,
+                   f.peer);
+        continue;
+      }
+      if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));
+      check_pending();
+      continue;
+    }
+    switch (t.type) {
+      case Task::Type::collective:
+        if (failed_) t.work->finish(not_run_error(t));
+        else run_collective(t);
+        break;
+      case Task::Type::point_to_point:
+        if (failed_) t.work->finish(not_run_error(t));
+        else post_point_to_point(t);
+        break;
+      case Task::Type::close: {
+        // Finish what is in flight, then say goodbye.
+        while (!pending_.empty() && !failed_) {
+          if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));
+          check_pending();
+        }
+        if (!failed_) {
+          auto missing = ctx_->close(Clock::now() + close_timeout_);
+          if (!missing.empty()) {
+            std::string list;
+            for (int p : missing) list += (list.empty() ? "" : ", ") + std::to_string(p);
+            KOLO_LOG(warn, "group " << group_.name << ": rank(s) " << list << " did not say goodbye within the timeout");
+          }
+        }
+        return;
+      }
+    }
+    check_pending();
+  }
+}
+
+void Executor::run_collective(Task& t) {
+  auto start = Clock::now();
+  EngineComm comm(*ctx_, scratch_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_);
+  KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
+                                             << (group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self")
+                                             << ", " << t.args.bytes() << " bytes per rank");
+  try {
+    t.algorithm->run(comm);
+  } catch (const Error& e) {
+    // Abort while `comm` (which owns the requests the transports point at) is still alive.
+    int culprit = -1;
+    if (auto* pe = dynamic_cast<const PeerError*>(&e)) culprit = pe->peer_rank();
+    if (!group_error_) {
+      group_error_ = std::current_exception();
+      group_error_text_ = e.what();
+    }
+    fail_group(e.what(), culprit);
+    t.work->finish(std::current_exception());
+    return;
+  } catch (const std::exception& e) {
+    std::string msg = "kolo: " + where(t) + ": internal error: " + e.what();
+    group_error_ = std::make_exception_ptr(Error(msg));
+    group_error_text_ = msg;
+    fail_group(msg, -1);
+    t.work->finish(group_error_);
+    return;
+  }
+  t.work->finish(nullptr);
+}
+
+void Executor::post_point_to_point(Task& t) {
+  Pending p;
+  p.req = std::make_unique<Request>();
+  p.work = t.work;
+  p.timeout = t.timeout;
+  p.deadline = Clock::now() + t.timeout;
+  p.where = where(t);
+  transport::Tag tag = encode(t.stamp);
+  size_t bytes = t.args.bytes();
+  if (t.args.kind == algo::CollKind::send)
+    ctx_->pair(t.args.root).post_send(t.args.send, bytes, tag, p.req.get());
+  else
+    ctx_->pair(t.args.root).post_recv(t.args.recv, bytes, tag, p.req.get());
+  pending_.push_back(std::move(p));
+}
+
+void Executor::check_pending() {
+  auto now = Clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Request& r = *it->req;
+    if (r.state == Request::State::done) {
+      it->work->finish(nullptr);
+      it = pending_.erase(it);
+      continue;
+    }
+    if (r.state == Request::State::failed || now >= it->deadline || ctx_->has_failure()) {
+      std::exception_ptr err;
+      try {
+        if (r.state == Request::State::pending && !ctx_->has_failure())
+          throw TimeoutError(format_timeout(it->where, it->timeout, r));
+        if (r.state == Request::State::pending) {
+          PeerFailure f = ctx_->failure();
+          throw PeerError("kolo: " + it->where + " failed: " + f.detail, f.peer);
+        }
+        raise_request_failure(it->where, r, *ctx_);
+      } catch (const Error& e) {
+        err = std::current_exception();
+        if (!group_error_) {
+          group_error_ = err;
+          group_error_text_ = e.what();
+        }
+      }
+      // Take this one out (fail_group finishes the others), but keep its request alive until
+      // the abort has cleared the transport's queues.
+      std::list<Pending> failing;
+      failing.splice(failing.begin(), pending_, it);
+      fail_group(group_error_text_, r.peer);
+      failing.front().work->finish(err);
+      return;
+    }
+    ++it;
+  }
+}
+
+}  // namespace kolo::engine

@@ -1,0 +1,293 @@
+// ProcessGroup's entry points: check arguments, stamp a sequence number, pick the algorithm,
+// queue the operation on the group's executor and hand back its Work.
+#include "kolo/process_group.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "algorithms/algorithm.hpp"
+#include "common/log.hpp"
+#include "engine/bootstrap.hpp"
+#include "engine/config.hpp"
+#include "engine/executor.hpp"
+#include "engine/validate.hpp"
+
+namespace kolo {
+
+using algo::CollArgs;
+using algo::CollKind;
+using Clock = std::chrono::steady_clock;
+
+static std::chrono::milliseconds default_timeout() {
+  double secs = std::stod(config::get_string("KOLO_TIMEOUT"));
+  if (secs <= 0) throw InvalidArgument("KOLO_TIMEOUT must be positive");
+  return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+}
+
+struct ProcessGroup::Impl {
+  std::shared_ptr<Store> store;
+  std::string prefix;
+  std::string name;
+  engine::Secret secret{};
+  std::string transport;
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{0};
+  std::vector<std::string> host_ids;
+  std::unique_ptr<engine::Executor> executor;
+
+  std::mutex mu;  // issue order
+  uint64_t coll_seq = 0;
+  std::vector<uint64_t> send_seq, recv_seq;
+  int split_count = 0;
+  bool shut_down = false;
+
+  WorkPtr issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts);
+};
+
+// Groups created under one name get distinct store prefixes, in the same order on every rank.
+static std::string next_prefix(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, int> counts;
+  std::lock_guard<std::mutex> lk(mu);
+  return "kolo/" + name + "/" + std::to_string(counts[name]++);
+}
+
+static std::shared_ptr<ProcessGroup> make_group(std::unique_ptr<ProcessGroup::Impl> impl);
+
+static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
+                                                         const std::string& name, int rank, int size,
+                                                         std::chrono::milliseconds timeout, const engine::Secret* secret,
+                                                         const std::string& secret_text, const std::string& transport) {
+  auto impl = std::make_unique<ProcessGroup::Impl>();
+  impl->store = store;
+  impl->prefix = prefix;
+  impl->name = name;
+  impl->rank = rank;
+  impl->size = size;
+  impl->timeout = timeout;
+  impl->transport = transport;
+  impl->secret = secret ? *secret : engine::agree_secret(*store, prefix, rank, secret_text);
+  impl->send_seq.assign(static_cast<size_t>(size), 0);
+  impl->recv_seq.assign(static_cast<size_t>(size), 0);
+  auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + timeout, transport);
+  impl->host_ids = connected.host_ids;
+  impl->executor = std::make_unique<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size}, timeout);
+  return impl;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(std::shared_ptr<Store> store, int rank, int size, const GroupOptions& opts) {
+  if (!store) throw InvalidArgument("kolo: ProcessGroup::create needs a store");
+  if (size < 1) throw InvalidArgument("kolo: group size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size)
+    throw InvalidArgument("kolo: rank " + std::to_string(rank) + " is outside a group of " + std::to_string(size));
+  log::set_process_rank(rank);
+  auto timeout = opts.timeout.count() > 0 ? opts.timeout : default_timeout();
+  std::string transport = opts.transport.empty() ? config::get_string("KOLO_TRANSPORT") : opts.transport;
+  return make_group(connect_impl(store, next_prefix(opts.name), opts.name, rank, size, timeout, nullptr, opts.secret, transport));
+}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+static std::shared_ptr<ProcessGroup> make_group(std::unique_ptr<ProcessGroup::Impl> impl) {
+  return std::make_shared<ProcessGroup>(std::move(impl));
+}
+
+ProcessGroup::~ProcessGroup() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    KOLO_LOG(warn, "shutdown of group " << impl_->name << " failed: " << e.what());
+  }
+}
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+const std::string& ProcessGroup::name() const { return impl_->name; }
+
+WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts) {
+  engine::validate(args, send, recv, rank, size);
+  engine::Task t;
+  t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
+  bool p2p = args.kind == CollKind::send || args.kind == CollKind::recv;
+  if (!p2p) t.algorithm = &algo::select_algorithm(args, size, opts.algorithm);
+  std::lock_guard<std::mutex> lk(mu);
+  if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
+  engine::Stamp& s = t.stamp;
+  s.kind = args.kind;
+  s.dtype = args.dtype;
+  s.count = args.count;
+  if (p2p) {
+    // Both directions of a pair count their own messages; the receiver's stamp must match the
+    // sender's, so both use the kind "send".
+    auto& counter = args.kind == CollKind::send ? send_seq : recv_seq;
+    s.seq = counter[static_cast<size_t>(args.root)]++;
+    s.kind = CollKind::send;
+    s.root_or_tag = args.tag;
+    t.type = engine::Task::Type::point_to_point;
+  } else {
+    s.seq = coll_seq++;
+    bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
+    s.op = reduces ? args.op.kind : ReduceKind::sum;
+    s.root_or_tag = static_cast<uint32_t>(args.root);
+    const auto& all = algo::all_algorithms();
+    s.algo_index = static_cast<uint8_t>(std::find(all.begin(), all.end(), t.algorithm) - all.begin());
+  }
+  t.args = std::move(args);
+  t.work = std::make_shared<Work>(algo::coll_name(t.args.kind), s.seq);
+  WorkPtr w = t.work;
+  executor->submit(std::move(t));
+  return w;
+}
+
+static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv, size_t count) {
+  CollArgs a;
+  a.kind = kind;
+  a.dtype = send.ptr || send.count ? send.dtype : recv.dtype;
+  a.send = send.ptr;
+  a.recv = recv.ptr;
+  a.count = count;
+  return a;
+}
+
+WorkPtr ProcessGroup::broadcast(Buffer buf, const BroadcastOptions& opts) {
+  CollArgs a = make_args(CollKind::broadcast, buf, buf, buf.count);
+  a.root = opts.root;
+  return impl_->issue(std::move(a), buf, buf, opts);
+}
+
+WorkPtr ProcessGroup::allreduce(Buffer send, Buffer recv, const AllreduceOptions& opts) {
+  CollArgs a = make_args(CollKind::allreduce, send, recv, send.count);
+  a.op = opts.op;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::reduce(Buffer send, Buffer recv, const ReduceOptions& opts) {
+  CollArgs a = make_args(CollKind::reduce, send, recv, send.count);
+  a.op = opts.op;
+  a.root = opts.root;
+  if (rank() != opts.root && recv.ptr == nullptr) recv.dtype = send.dtype;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::allgather(Buffer send, Buffer recv, const AllgatherOptions& opts) {
+  return impl_->issue(make_args(CollKind::allgather, send, recv, send.count), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::gather(Buffer send, Buffer recv, const GatherOptions& opts) {
+  CollArgs a = make_args(CollKind::gather, send, recv, send.count);
+  a.root = opts.root;
+  if (rank() != opts.root && recv.ptr == nullptr) recv.dtype = send.dtype;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::scatter(Buffer send, Buffer recv, const ScatterOptions& opts) {
+  CollArgs a = make_args(CollKind::scatter, recv, recv, recv.count);
+  a.send = send.ptr;
+  a.root = opts.root;
+  if (rank() != opts.root && send.ptr == nullptr) send.dtype = recv.dtype;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::reduce_scatter(Buffer send, Buffer recv, const ReduceScatterOptions& opts) {
+  CollArgs a = make_args(CollKind::reduce_scatter, send, recv, recv.count);
+  a.op = opts.op;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::alltoall(Buffer send, Buffer recv, const AllToAllOptions& opts) {
+  size_t n = static_cast<size_t>(size());
+  if (send.count % n != 0)
+    throw InvalidArgument("kolo: alltoall refused: send count " + std::to_string(send.count) + " is not a multiple of the group size " +
+                          std::to_string(n));
+  if (recv.count != send.count)
+    throw InvalidArgument("kolo: alltoall refused: receive count " + std::to_string(recv.count) + " differs from send count " +
+                          std::to_string(send.count));
+  return impl_->issue(make_args(CollKind::alltoall, send, recv, send.count / n), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::alltoallv(Buffer send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
+                                Buffer recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                                const AllToAllOptions& opts) {
+  CollArgs a = make_args(CollKind::alltoallv, send, recv, 0);
+  a.send_counts = send_counts;
+  a.send_displs = send_displs;
+  a.recv_counts = recv_counts;
+  a.recv_displs = recv_displs;
+  return impl_->issue(std::move(a), send, recv, opts);
+}
+
+WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
+  CollArgs a;
+  a.kind = CollKind::barrier;
+  a.dtype = DataType::uint8;
+  return impl_->issue(std::move(a), Buffer(), Buffer(), opts);
+}
+
+WorkPtr ProcessGroup::send(Buffer buf, int dst, const SendOptions& opts) {
+  CollArgs a = make_args(CollKind::send, buf, Buffer(), buf.count);
+  a.root = dst;
+  a.tag = opts.tag;
+  return impl_->issue(std::move(a), buf, Buffer(), opts);
+}
+
+WorkPtr ProcessGroup::recv(Buffer buf, int src, const RecvOptions& opts) {
+  CollArgs a = make_args(CollKind::recv, buf, buf, buf.count);
+  a.send = nullptr;
+  a.root = src;
+  a.tag = opts.tag;
+  return impl_->issue(std::move(a), Buffer(), buf, opts);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  // Everyone learns everyone's (color, key) through this group, then each color connects anew.
+  const size_t n = static_cast<size_t>(size());
+  int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * n);
+  allgather(Buffer(mine, 2), Buffer(all.data(), all.size()))->wait();
+  int index;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    index = impl_->split_count++;
+  }
+  if (color < 0) return nullptr;
+  std::vector<std::pair<int64_t, int>> members;  // (key, parent rank)
+  for (size_t r = 0; r < n; ++r)
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], static_cast<int>(r));
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].second == rank()) new_rank = static_cast<int>(i);
+  std::string suffix = "split" + std::to_string(index) + ".color" + std::to_string(color);
+  return make_group(connect_impl(impl_->store, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, new_rank,
+                                 static_cast<int>(members.size()), impl_->timeout, &impl_->secret, "", impl_->transport));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
+  std::vector<int> seen(static_cast<size_t>(size()), 0);
+  for (int r : ranks) {
+    if (r < 0 || r >= size())
+      throw InvalidArgument("kolo: new_group refused: rank " + std::to_string(r) + " is not in this group of " + std::to_string(size()));
+    if (seen[static_cast<size_t>(r)]++) throw InvalidArgument("kolo: new_group refused: rank " + std::to_string(r) + " listed twice");
+  }
+  auto pos = std::find(ranks.begin(), ranks.end(), rank());
+  int color = pos == ranks.end() ? -1 : 0;
+  int key = pos == ranks.end() ? 0 : static_cast<int>(pos - ranks.begin());
+  return split(color, key);
+}
+
+void ProcessGroup::abort(const std::string& reason) {
+  impl_->executor->request_abort("kolo: rank " + std::to_string(rank()) + " of group " + name() + " aborted: " + reason);
+}
+
+void ProcessGroup::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+  }
+  impl_->executor->close_and_join();
+}
+
+}  // namespace kolo

@@ -1,0 +1,28 @@
+// What the engine stamps on every message (the transport's opaque Tag): the collective's
+// sequence number and fingerprint, so a receive that meets a message of another collective,
+// another size or another algorithm fails with a clear MismatchError instead of hanging or
+// reading garbage.
+#pragma once
+#include <string>
+
+#include "algorithms/collective.hpp"
+#include "transports/transport.hpp"
+
+namespace kolo::engine {
+
+struct Stamp {
+  uint64_t seq = 0;        // collective sequence number, or the pair's point-to-point counter
+  algo::CollKind kind = algo::CollKind::allreduce;
+  DataType dtype = DataType::float32;
+  ReduceKind op = ReduceKind::sum;
+  uint8_t algo_index = 0;  // position in all_algorithms()
+  uint64_t count = 0;
+  uint32_t root_or_tag = 0;
+};
+
+transport::Tag encode(const Stamp& s);
+Stamp decode(const transport::Tag& t);
+// "allreduce #7 (count 100, float32, sum, root 0, algorithm ring)"
+std::string describe(const Stamp& s);
+
+}  // namespace kolo::engine

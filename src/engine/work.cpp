@@ -1,0 +1,68 @@
+#include "kolo/work.hpp"
+
+#include "common/log.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo {
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (timeout < std::chrono::milliseconds::zero()) {
+    cv_.wait(lk, [&] { return done_; });
+  } else if (!cv_.wait_for(lk, timeout, [&] { return done_; })) {
+    throw TimeoutError("kolo: wait() gave up after " + std::to_string(timeout.count()) + " ms: " + op_name_ + " #" +
+                       std::to_string(seq_) + " is still running");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_;
+}
+
+bool Work::is_success() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_ && !error_;
+}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
+}
+
+void Work::on_complete(std::function<void(Work&)> fn) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+  }
+  try {
+    fn(*this);
+  } catch (const std::exception& e) {
+    KOLO_LOG(warn, "a completion callback of " << op_name_ << " #" << seq_ << " threw: " << e.what());
+  }
+}
+
+void Work::finish(std::exception_ptr error) {
+  std::vector<std::function<void(Work&)>> cbs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (done_) return;
+    done_ = true;
+    error_ = std::move(error);
+    cbs.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& fn : cbs) {
+    try {
+      fn(*this);
+    } catch (const std::exception& e) {
+      KOLO_LOG(warn, "a completion callback of " << op_name_ << " #" << seq_ << " threw: " << e.what());
+    }
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,35 @@
+// The transports kolo knows. A new transport is one folder plus one line here.
+#include <string>
+
+#include "transports/tcp/tcp_device.hpp"
+#include "transports/transport.hpp"
+
+namespace kolo::transport {
+
+const std::vector<TransportInfo>& all_transports() {
+  static const std::vector<TransportInfo> list = {
+      {"tcp", 10, [](const Bootstrap&, int) { return true; }, &tcp::TcpDevice::connect},
+  };
+  return list;
+}
+
+const TransportInfo* find_transport(const std::string& name) {
+  for (const auto& t : all_transports())
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+const char* failure_name(Failure f) {
+  switch (f) {
+    case Failure::none: return "none";
+    case Failure::peer_closed: return "peer closed";
+    case Failure::peer_aborted: return "peer aborted";
+    case Failure::tag_mismatch: return "tag mismatch";
+    case Failure::size_mismatch: return "size mismatch";
+    case Failure::io_error: return "I/O error";
+    case Failure::aborted: return "aborted";
+  }
+  return "?";
+}
+
+}  // namespace kolo::transport

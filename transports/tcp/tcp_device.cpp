@@ -1,0 +1,146 @@
+#include "transports/tcp/tcp_device.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <thread>
+
+#include "common/log.hpp"
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+#include "kolo/store.hpp"
+#include "kolo/version.hpp"
+#include "transports/tcp/handshake.hpp"
+
+namespace kolo::tcp {
+
+using transport::Bootstrap;
+using transport::Failure;
+
+TcpDevice::TcpDevice(int size, transport::FailureSink* sink) : pairs_(static_cast<size_t>(size)), sink_(sink) {
+  epfd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd_.valid()) throw Error("epoll_create1: " + errno_text(errno));
+}
+
+TcpDevice::~TcpDevice() = default;
+
+void TcpDevice::add_pair(int peer, Fd fd) {
+  set_nonblocking(fd.get());
+  tune_data_socket(fd.get(), static_cast<int>(config::get_int("KOLO_SOCKET_BUFFER_BYTES")));
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u32 = static_cast<uint32_t>(peer);
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
+  pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(this, peer, std::move(fd));
+}
+
+std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
+  std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
+  Endpoint self;
+  Fd listener = listen_any_port(b.listen_addr, &self);
+  b.store->set(b.prefix + "/tcp/" + std::to_string(b.rank), self.str());
+
+  // Lower ranks connect to higher ones. Connecting never waits for the peer to accept (the
+  // kernel queues the connection), so every rank can connect first and accept afterwards.
+  std::vector<std::pair<int, Fd>> outgoing;
+  int lower = 0;
+  for (int peer : peers) {
+    if (peer < b.rank) {
+      ++lower;
+      continue;
+    }
+    Endpoint ep = parse_endpoint(b.store->get_string(b.prefix + "/tcp/" + std::to_string(peer)));
+    Fd fd = connect_until(ep, b.deadline);
+    send_hello(fd.get(), b, peer);
+    outgoing.emplace_back(peer, std::move(fd));
+  }
+  std::vector<bool> want(static_cast<size_t>(b.size), false);
+  for (int peer : peers)
+    if (peer < b.rank) want[static_cast<size_t>(peer)] = true;
+  int refused = 0;
+  std::string last_refusal;
+  while (lower > 0) {
+    std::string from;
+    Fd fd;
+    try {
+      fd = accept_until(listener.get(), b.deadline, &from);
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (int p = 0; p < b.size; ++p)
+        if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for connections from rank(s) " + missing +
+                         (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""));
+    }
+    int peer = -1;
+    std::string why;
+    if (!accept_hello(fd.get(), b, want, &peer, &why)) {
+      ++refused;
+      last_refusal = why + " (from " + from + ")";
+      KOLO_LOG(warn, "refused a connection from " << from << ": " << why);
+      continue;
+    }
+    want[static_cast<size_t>(peer)] = false;
+    --lower;
+    dev->add_pair(peer, std::move(fd));
+  }
+  for (auto& [peer, fd] : outgoing) {
+    expect_hello_reply(fd.get(), b, peer);
+    dev->add_pair(peer, std::move(fd));
+  }
+  KOLO_LOG(debug, "tcp: connected to " << peers.size() << " peer(s), listening on " << self.str());
+  return dev;
+}
+
+transport::Pair* TcpDevice::pair(int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
+  return pairs_[static_cast<size_t>(peer)].get();
+}
+
+bool TcpDevice::poll() {
+  epoll_event evs[64];
+  int n = epoll_wait(epfd_.get(), evs, 64, 0);
+  for (int i = 0; i < n; ++i) {
+    TcpPair* p = pairs_[evs[i].data.u32].get();
+    uint32_t e = evs[i].events;
+    p->mark(e & EPOLLIN, e & EPOLLOUT, e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+  }
+  bool moved = false;
+  for (auto& p : pairs_)
+    if (p) moved |= p->progress();
+  return moved;
+}
+
+void TcpDevice::abort(const std::string& reason) {
+  for (auto& p : pairs_)
+    if (p) p->abort(reason);
+}
+
+std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline) {
+  for (auto& p : pairs_)
+    if (p) {
+      p->set_closing();
+      p->queue_bye();
+    }
+  std::vector<int> missing;
+  for (;;) {
+    poll();
+    missing.clear();
+    for (auto& p : pairs_)
+      if (p && !p->failed() && !(p->bye_received() && p->sends_drained())) missing.push_back(p->peer());
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    // Sleep on the epoll fd's own readiness: epoll_wait here would eat edge-triggered events.
+    pollfd pf{epfd_.get(), POLLIN, 0};
+    ::poll(&pf, 1, 10);
+  }
+  for (auto& p : pairs_)
+    if (p) ::shutdown(p->fd(), SHUT_RDWR);
+  return missing;
+}
+
+void TcpDevice::report_failure(int peer, Failure why, const std::string& detail) {
+  if (sink_) sink_->peer_failed(peer, why, detail);
+}
+
+}  // namespace kolo::tcp

@@ -1,0 +1,36 @@
+// The TCP transport's device: one epoll set (edge-triggered) over a full mesh of connections to
+// the group's peers, and the connection setup with its secret-checking handshake.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "transports/tcp/socket.hpp"
+#include "transports/tcp/tcp_pair.hpp"
+#include "transports/transport.hpp"
+
+namespace kolo::tcp {
+
+class TcpDevice final : public transport::Device {
+ public:
+  static std::unique_ptr<transport::Device> connect(const transport::Bootstrap& b, const std::vector<int>& peers);
+  ~TcpDevice() override;
+
+  const char* name() const override { return "tcp"; }
+  transport::Pair* pair(int peer) override;
+  bool poll() override;
+  int wait_fd() const override { return epfd_.get(); }
+  void abort(const std::string& reason) override;
+  std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
+
+  void report_failure(int peer, transport::Failure why, const std::string& detail);
+
+ private:
+  TcpDevice(int size, transport::FailureSink* sink);
+  void add_pair(int peer, Fd fd);
+
+  Fd epfd_;
+  std::vector<std::unique_ptr<TcpPair>> pairs_;  // indexed by rank; null where not connected
+  transport::FailureSink* sink_;
+};
+
+}  // namespace kolo::tcp

@@ -1,0 +1,45 @@
+// What the TCP transport puts on the wire: a handshake when a connection opens, then frames.
+// Fixed-size little-endian structs (every supported host is little-endian x86-64/aarch64).
+#pragma once
+#include <cstdint>
+
+namespace kolo::tcp {
+
+constexpr uint32_t kHelloMagic = 0x4b4f4c4f;  // "KOLO"
+
+// Sent by the connecting side. The acceptor checks magic, protocol version, the job secret and
+// the group, and answers with a HelloReply.
+struct Hello {
+  uint32_t magic;
+  uint32_t protocol_version;
+  uint8_t secret[16];
+  uint64_t group_hash;  // hash of the group's store prefix: two groups never cross-connect
+  int32_t src_rank;
+  int32_t dst_rank;
+  int32_t world_size;
+  int32_t reserved;
+};
+
+enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5 };
+const char* hello_status_text(HelloStatus s);
+
+struct HelloReply {
+  uint32_t magic;
+  HelloStatus status;
+};
+
+enum class FrameKind : uint32_t { data = 1, bye = 2, abort = 3 };
+
+// Precedes every message. For data, `bytes` of payload follow; for abort, a reason string of
+// `bytes` bytes follows; bye has no payload.
+struct FrameHeader {
+  FrameKind kind;
+  uint32_t reserved;
+  uint64_t bytes;
+  uint64_t tag[3];
+};
+static_assert(sizeof(FrameHeader) == 40);
+
+constexpr uint64_t kMaxAbortReason = 4096;
+
+}  // namespace kolo::tcp

@@ -1,0 +1,115 @@
+// The transport interface, after Gloo's device -> pair -> buffer split.
+//
+// A Device is one transport's endpoint in this process (a TCP epoll set, a shared-memory
+// segment, ...). It owns one Pair per peer it reaches. A Pair moves messages to and from one
+// peer: post_send / post_recv of a byte range, completed later by the Device's poll().
+// Messages on a pair match in posting order, per direction. Each message carries a Tag that is
+// opaque here: the receive and the message it meets must have equal tags and equal sizes, or the
+// receive fails with a mismatch that reports what arrived. Transports know nothing of
+// collectives; the engine (src/engine) gives the tags their meaning.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kolo {
+class Store;
+}
+
+namespace kolo::transport {
+
+struct Tag {
+  uint64_t w[3] = {0, 0, 0};
+  bool operator==(const Tag& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2]; }
+};
+
+enum class Failure : uint8_t {
+  none,
+  peer_closed,    // the connection ended without a goodbye: the peer died or was killed
+  peer_aborted,   // the peer sent an abort notice; detail holds its reason
+  tag_mismatch,   // the next message from the peer carries another tag
+  size_mismatch,  // same tag, different size
+  io_error,       // a system call failed; detail holds errno's text
+  aborted,        // this process aborted the context
+};
+const char* failure_name(Failure f);
+
+// One posted send or receive. Owned by the caller, which must keep it alive until it is no
+// longer pending. Touched only by the thread that drives progress.
+struct Request {
+  enum class State : uint8_t { idle, pending, done, failed };
+  State state = State::idle;
+  Failure failure = Failure::none;
+  int peer = -1;
+  bool is_send = false;
+  Tag tag;                // what was posted
+  Tag got_tag;            // on a mismatch: what arrived
+  size_t bytes = 0;       // posted size
+  size_t got_bytes = 0;   // on a mismatch: the size that arrived
+  size_t transferred = 0; // progress, for timeout messages
+  std::string detail;
+};
+
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  virtual void post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) = 0;
+  virtual void post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) = 0;
+};
+
+// Told by a device when a peer is lost; the engine turns the first report into the group's error.
+class FailureSink {
+ public:
+  virtual ~FailureSink() = default;
+  virtual void peer_failed(int peer, Failure why, const std::string& detail) = 0;
+};
+
+// What a transport needs to connect a group.
+struct Bootstrap {
+  Store* store = nullptr;
+  std::string prefix;        // store keys of this group start with it
+  int rank = 0;
+  int size = 1;
+  std::array<uint8_t, 16> secret{};
+  std::chrono::steady_clock::time_point deadline;
+  std::string listen_addr;   // address to listen on / publish ("127.0.0.1" on one host)
+  std::vector<std::string> host_ids;  // per rank: equal ids share a host
+  FailureSink* failures = nullptr;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const char* name() const = 0;
+  virtual Pair* pair(int peer) = 0;  // null if this device does not reach `peer`
+  // Moves whatever can move without blocking; true if any request changed state.
+  virtual bool poll() = 0;
+  // A file descriptor that becomes readable when poll() may have work, or -1 if the device
+  // must be polled (busy-wait devices).
+  virtual int wait_fd() const = 0;
+  // Best effort, bounded: tells every peer this process aborts, with `reason`, and fails every
+  // pending request with Failure::aborted.
+  virtual void abort(const std::string& reason) = 0;
+  // Orderly close: flushes, says goodbye to every peer and waits (until `deadline`) for their
+  // goodbyes. Returns the peers that did not say goodbye in time.
+  virtual std::vector<int> close(std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// A transport as the registry (registry.cpp) lists it.
+struct TransportInfo {
+  const char* name;
+  int priority;  // the highest-priority transport that reaches a peer carries its messages
+  // Whether this transport can carry messages between bootstrap.rank and `peer`.
+  bool (*reaches)(const Bootstrap& b, int peer);
+  // Connects this rank to `peers` (every one of them calls it with this rank among its peers).
+  std::unique_ptr<Device> (*connect)(const Bootstrap& b, const std::vector<int>& peers);
+};
+
+const std::vector<TransportInfo>& all_transports();
+const TransportInfo* find_transport(const std::string& name);
+
+}  // namespace kolo::transport
