@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian 12 machine: install what kolo needs, build it, and run a
+# validated 4-rank all-reduce sweep (every element checked) with kolo-perf over TCP loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+BUILD_DIR=${BUILD_DIR:-build}
+exec "$BUILD_DIR/src/launcher/kolorun" -n 4 "$BUILD_DIR/bench/perf/kolo-perf" allreduce -b 8 -e 16M -f 4 -c 1

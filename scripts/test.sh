@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what is missing, builds, runs `meson test`, and ends with
+# one line "N passed, N failed" counting GoogleTest cases (CI reads that line).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || exit 1
+scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+BUILD_DIR=${BUILD_DIR:-build}
+meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 "$@"
+rc=$?
+log="$BUILD_DIR/meson-logs/testlog.txt"
+passed=$(grep -hoE '^\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')
+# A test program that crashed or timed out prints no GoogleTest summary: count it as failed.
+broken=$(python3 - "$BUILD_DIR/meson-logs/testlog.json" <<'PY'
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t.get("result") in ("FAIL", "TIMEOUT", "ERROR") and "[  FAILED  ]" not in (t.get("stdout") or ""):
+        n += 1
+print(n)
+PY
+)
+failed=$((failed + broken))
+[ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+echo "$passed passed, $failed failed"
+exit $rc
