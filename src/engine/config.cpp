@@ -22,7 +22,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
       // Bootstrap and TCP
       {"KOLO_SECRET", "", "Shared job secret checked in every connection handshake. Empty: rank 0 makes one and shares it through the store."},
-      {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: MASTER_ADDR's interface when local, else the host's first non-loopback address; 127.0.0.1 on a single host."},
+      {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "50", "How long a waiting rank polls without sleeping before it blocks in epoll."},
   };
