@@ -1,0 +1,101 @@
+// kolo-perf: nccl-tests' *_perf programs for kolo, one binary for every collective.
+//   kolorun -n 4 kolo-perf allreduce -b 8 -e 16M -f 4 -c 1
+// Joins the group described by the launch environment (kolo::init_from_env), sweeps the sizes,
+// prints nccl-tests' table on rank 0 and exits 0 ok, 1 wrong results, 2 bad command line,
+// 3 kolo error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kolo/kolo.hpp"
+#include "options.hpp"
+#include "report.hpp"
+#include "sweep.hpp"
+
+namespace {
+
+constexpr int kExitWrongResults = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitError = 3;
+
+// Every rank's pid and host, gathered with kolo itself, for the "Using devices" lines.
+std::vector<kolo::perf::RankDescription> describe_ranks(kolo::ProcessGroup& group) {
+  constexpr size_t kRecord = 64;
+  char mine[kRecord] = {};
+  char host[kRecord - 16] = {};
+  gethostname(host, sizeof host - 1);
+  std::snprintf(mine, kRecord, "%d %s", static_cast<int>(getpid()), host);
+  std::vector<char> all(kRecord * static_cast<size_t>(group.size()));
+  group.allgather(kolo::Buffer(mine, kRecord, kolo::DataType::uint8),
+                  kolo::Buffer(all.data(), all.size(), kolo::DataType::uint8))
+      ->wait();
+  std::vector<kolo::perf::RankDescription> ranks;
+  for (int r = 0; r < group.size(); ++r) {
+    const char* record = all.data() + kRecord * static_cast<size_t>(r);
+    const std::string text(record, strnlen(record, kRecord));
+    const size_t space = text.find(' ');
+    ranks.push_back({r, std::atoi(text.c_str()), space == std::string::npos ? "?" : text.substr(space + 1)});
+  }
+  return ranks;
+}
+
+int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& group) {
+  kolo::GroupOptions go;
+  go.timeout = o.timeout;
+  go.transport = o.transport;
+  group = kolo::init_from_env(go);
+  if (o.root >= group->size())
+    throw kolo::perf::UsageError("-r " + std::to_string(o.root) + " is not a rank of this " +
+                                 std::to_string(group->size()) + "-rank job");
+  const auto ranks = describe_ranks(*group);
+  const bool printing = group->rank() == 0;
+  if (printing) {
+    kolo::perf::print_preamble(o, ranks);
+    kolo::perf::print_column_header();
+  }
+  const kolo::perf::SweepTotals totals = kolo::perf::run_sweep(*group, o);
+  if (printing)
+    kolo::perf::print_footer(totals.wrong, totals.busbw_count ? totals.busbw_sum / totals.busbw_count : 0.0,
+                             o.collective);
+  group->shutdown();
+  return totals.wrong != 0 ? kExitWrongResults : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kolo::perf::PerfOptions o;
+  try {
+    o = kolo::perf::parse_options(argc, argv);
+  } catch (const kolo::perf::UsageError& e) {
+    std::fprintf(stderr, "kolo-perf: %s\n\n%s", e.what(), kolo::perf::usage_text(argv[0]).c_str());
+    return kExitUsage;
+  }
+  if (o.help) {
+    std::printf("%s", kolo::perf::usage_text(argv[0]).c_str());
+    return 0;
+  }
+  std::shared_ptr<kolo::ProcessGroup> group;
+  const auto fail = [&](const char* kind, const char* what, int code) {
+    const std::string who = group ? "rank " + std::to_string(group->rank()) + ": " : std::string();
+    std::fprintf(stderr, "kolo-perf: %s%s%s\n", who.c_str(), kind, what);
+    std::fflush(stderr);
+    // Tell the peers at once instead of leaving them to time out.
+    if (group) group->abort(std::string("kolo-perf failed: ") + what);
+    return code;
+  };
+  try {
+    return run(o, group);
+  } catch (const kolo::perf::UsageError& e) {
+    return fail("", e.what(), kExitUsage);
+  } catch (const kolo::Error& e) {
+    return fail("", e.what(), kExitError);
+  } catch (const std::exception& e) {
+    return fail("unexpected error: ", e.what(), kExitError);
+  }
+}

@@ -1,0 +1,51 @@
+// Broadcast "tree": a binomial tree from the root (ceil(log2 P) levels; latency-optimal). The
+// buffer moves in chunks of chunk_bytes(): an inner node forwards chunk k to its children
+// while chunk k+1 is already arriving, so the levels work on different chunks at once.
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/partition.hpp"
+#include "algorithms/topology.hpp"
+
+namespace kolo::algo {
+namespace {
+
+constexpr size_t kRecvsAhead = 8;  // receives posted ahead of the chunk being forwarded
+
+void run(Comm& comm) {
+  const CollArgs& a = comm.args();
+  const int P = comm.size(), r = comm.rank(), root = a.root;
+  const size_t es = a.elem_size(), n = a.count;
+  // ProcessGroup::broadcast passes one buffer; accept it in either field and copy the root's
+  // input over when the two are given and differ.
+  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
+  if (r == root && a.send != nullptr) copy_unless_same(buf, a.send, n * es);
+  if (P == 1 || n == 0) return;
+  const BinomialNode node = binomial_node(P, root, r);
+  const size_t per_chunk = chunk_elems(comm), nchunks = num_chunks(n, per_chunk);
+  const Span all{0, n};
+  std::vector<Req> recvs(nchunks), sends;
+  sends.reserve(nchunks * node.children_rel.size());
+  size_t posted = 0;
+  for (size_t j = 0; j < nchunks; ++j) {
+    const Span c = chunk_of(all, per_chunk, j);
+    if (node.parent >= 0) {
+      for (; posted < std::min(nchunks, j + kRecvsAhead); ++posted) {
+        const Span p = chunk_of(all, per_chunk, posted);
+        recvs[posted] = comm.irecv(node.parent, byte_at(buf, p.offset, es), p.count * es);
+      }
+      comm.wait(recvs[j]);
+    }
+    for (int child : node.children_rel)
+      sends.push_back(comm.isend(rel_to_rank(child, root, P), byte_at(buf, c.offset, es), c.count * es));
+  }
+  comm.wait_all(sends);
+}
+
+}  // namespace
+
+extern const Algorithm kBroadcastTree;
+const Algorithm kBroadcastTree{"tree", CollKind::broadcast, nullptr, run};
+
+}  // namespace kolo::algo

@@ -1,0 +1,34 @@
+// Gather "direct": every rank sends its block straight to the root, which receives each into
+// its place in recv (one round; the root takes P-1 messages).
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/partition.hpp"
+
+namespace kolo::algo {
+namespace {
+
+void run(Comm& comm) {
+  const CollArgs& a = comm.args();
+  const int P = comm.size(), r = comm.rank(), root = a.root;
+  const size_t block_bytes = a.bytes();
+  if (r != root) {
+    comm.wait(comm.isend(root, a.send, block_bytes));
+    return;
+  }
+  char* recv = static_cast<char*>(a.recv);
+  std::vector<Req> reqs;
+  for (int i = 1; i < P; ++i) {
+    const int from = (r + i) % P;
+    reqs.push_back(comm.irecv(from, recv + static_cast<size_t>(from) * block_bytes, block_bytes));
+  }
+  copy_unless_same(recv + static_cast<size_t>(r) * block_bytes, a.send, block_bytes);
+  comm.wait_all(reqs);
+}
+
+}  // namespace
+
+extern const Algorithm kGatherDirect;
+const Algorithm kGatherDirect{"direct", CollKind::gather, nullptr, run};
+
+}  // namespace kolo::algo

@@ -1,0 +1,54 @@
+// How algorithms cut a buffer: into one block per rank (as equal as possible) and into chunks
+// of comm.chunk_bytes() for pipelining. Everything is in elements; byte_at() turns an element
+// offset into an address so no algorithm ever assumes a particular element type.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "algorithms/comm.hpp"
+
+namespace kolo::algo {
+
+// A run of elements: [offset, offset + count).
+struct Span {
+  size_t offset = 0;
+  size_t count = 0;
+};
+
+// Block i of `total` elements cut into `parts` blocks whose sizes differ by at most one (the
+// first total % parts blocks get the extra element). Works for total < parts and total == 0.
+inline Span block_of(size_t total, int parts, int i) {
+  const size_t n = static_cast<size_t>(parts), k = static_cast<size_t>(i);
+  const size_t base = total / n, extra = total % n;
+  return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
+}
+
+// Elements per pipelining chunk: at least one, so a chunk size below the element size still
+// makes progress.
+inline size_t chunk_elems(const Comm& comm) {
+  return std::max<size_t>(1, comm.chunk_bytes() / comm.args().elem_size());
+}
+
+inline size_t num_chunks(size_t count, size_t per_chunk) { return (count + per_chunk - 1) / per_chunk; }
+
+// Chunk j of `s` (the last one may be short).
+inline Span chunk_of(Span s, size_t per_chunk, size_t j) {
+  const size_t off = j * per_chunk;
+  return {s.offset + off, std::min(per_chunk, s.count - off)};
+}
+
+inline char* byte_at(void* base, size_t elems, size_t elem_size) { return static_cast<char*>(base) + elems * elem_size; }
+inline const char* byte_at(const void* base, size_t elems, size_t elem_size) {
+  return static_cast<const char*>(base) + elems * elem_size;
+}
+
+// Copies unless source and destination are the same memory (the in-place case).
+inline void copy_unless_same(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+// Python-style modulo for ring arithmetic: always in [0, n).
+inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
+
+}  // namespace kolo::algo

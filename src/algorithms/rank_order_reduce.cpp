@@ -1,0 +1,42 @@
+#include "algorithms/rank_order_reduce.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "algorithms/partition.hpp"
+
+namespace kolo::algo {
+
+void reduce_in_rank_order(Comm& comm, void* dst, std::vector<const void*> blocks, std::span<Req> arrivals,
+                          size_t count, void* spare) {
+  const size_t n = blocks.size();
+  if (n == 0 || arrivals.size() != n) throw std::logic_error("kolo: reduce_in_rank_order needs one arrival per block");
+  const size_t bytes = count * comm.args().elem_size();
+  auto arrive = [&](size_t i) {
+    if (arrivals[i].valid()) comm.wait(arrivals[i]);
+    arrivals[i] = Req{};
+  };
+  // Blocks 0 and 1 are read by the first reduction itself, which may write over either; any
+  // later block that is dst would be gone by its turn.
+  for (size_t i = 2; i < n; ++i) {
+    if (blocks[i] == dst && bytes != 0) {
+      arrive(i);
+      std::memcpy(spare, blocks[i], bytes);
+      blocks[i] = spare;
+    }
+  }
+  arrive(0);
+  if (n == 1) {
+    copy_unless_same(dst, blocks[0], bytes);
+  } else {
+    arrive(1);
+    comm.reduce(dst, blocks[0], blocks[1], count);
+    for (size_t i = 2; i < n; ++i) {
+      arrive(i);
+      comm.reduce(dst, blocks[i], count);
+    }
+  }
+  comm.finalize(dst, count);
+}
+
+}  // namespace kolo::algo

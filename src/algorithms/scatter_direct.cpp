@@ -1,0 +1,34 @@
+// Scatter "direct": the root sends block i straight to rank i (one round; the root sends P-1
+// messages).
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/partition.hpp"
+
+namespace kolo::algo {
+namespace {
+
+void run(Comm& comm) {
+  const CollArgs& a = comm.args();
+  const int P = comm.size(), r = comm.rank(), root = a.root;
+  const size_t block_bytes = a.bytes();
+  if (r != root) {
+    comm.wait(comm.irecv(root, a.recv, block_bytes));
+    return;
+  }
+  const char* send = static_cast<const char*>(a.send);
+  std::vector<Req> sends;
+  for (int i = 1; i < P; ++i) {
+    const int to = (r + i) % P;
+    sends.push_back(comm.isend(to, send + static_cast<size_t>(to) * block_bytes, block_bytes));
+  }
+  copy_unless_same(a.recv, send + static_cast<size_t>(r) * block_bytes, block_bytes);
+  comm.wait_all(sends);
+}
+
+}  // namespace
+
+extern const Algorithm kScatterDirect;
+const Algorithm kScatterDirect{"direct", CollKind::scatter, nullptr, run};
+
+}  // namespace kolo::algo

@@ -1,0 +1,151 @@
+// Which algorithm runs a collective.
+//
+// A request (Options.algorithm, else KOLO_ALGO) is either one name, applying to every
+// collective that has an algorithm of that name (the others choose automatically), or a list
+// "allreduce=ring,broadcast=tree" naming collectives one by one. "auto" anywhere means the
+// automatic choice. A name that no collective has, a name a listed collective does not have,
+// or an unknown collective in a list is refused with InvalidArgument naming the valid
+// choices. A requested algorithm that cannot run these arguments (supports() false) gives way
+// to the automatic choice.
+//
+// The automatic choice depends only on the collective, its per-rank bytes and the rank count
+// (and the tunables), so every rank makes the same one:
+//   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree; above: ring
+//   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
+//   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
+//   broadcast       ring once the buffer is above KOLO_TREE_MAX_BYTES and spans at least
+//                   nranks chunks (KOLO_CHUNK_BYTES), so the chain's pipeline fills; else tree
+//   reduce          <= KOLO_SMALL_BYTES: direct; above: tree
+//   gather, scatter <= KOLO_SMALL_BYTES: tree (log2 P messages at the root); above: direct
+//                   (no block is forwarded twice)
+//   alltoall(v): pairwise; barrier: dissemination; send, recv: direct.
+// With one rank every algorithm is a local copy; the small-message choice is taken.
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::algo {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + 1) out.push_back(s.substr(start, pos - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::string valid_names(CollKind kind) {
+  std::string out;
+  for (const Algorithm* a : all_algorithms()) {
+    if (a->kind != kind) continue;
+    if (!out.empty()) out += ", ";
+    out += a->name;
+  }
+  return out + " (or auto)";
+}
+
+bool exists_for_some_collective(const std::string& name) {
+  for (const Algorithm* a : all_algorithms())
+    if (name == a->name) return true;
+  return false;
+}
+
+std::string refused(const std::string& spec, const std::string& why) {
+  return "kolo: algorithm request '" + spec + "' (Options.algorithm or KOLO_ALGO): " + why;
+}
+
+void check_name(CollKind kind, const std::string& name, const std::string& spec) {
+  if (name != "auto" && find_algorithm(kind, name) == nullptr)
+    throw InvalidArgument(refused(spec, std::string(coll_name(kind)) + " has no algorithm '" + name +
+                                            "'; valid: " + valid_names(kind)));
+}
+
+// The name `spec` asks for `kind`; empty for the automatic choice.
+std::string requested_name(CollKind kind, const std::string& spec) {
+  const std::string text = trim(spec);
+  if (text.empty() || text == "auto") return "";
+  if (text.find('=') == std::string::npos && text.find(',') == std::string::npos) {
+    if (find_algorithm(kind, text) != nullptr) return text;
+    if (exists_for_some_collective(text)) return "";
+    throw InvalidArgument(refused(spec, "no collective has an algorithm '" + text + "'; valid for " + coll_name(kind) +
+                                            ": " + valid_names(kind)));
+  }
+  std::string chosen;
+  for (const std::string& entry : split(text, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos)
+      throw InvalidArgument(refused(spec, "entry '" + trim(entry) + "' is not of the form collective=algorithm"));
+    const std::string coll = trim(entry.substr(0, eq)), name = trim(entry.substr(eq + 1));
+    bool known = false;
+    for (int k = 0; k < kNumCollKinds; ++k) {
+      const auto listed = static_cast<CollKind>(k);
+      if (coll != coll_name(listed)) continue;
+      known = true;
+      check_name(listed, name, spec);
+      if (listed == kind) chosen = name == "auto" ? "" : name;
+    }
+    if (!known) {
+      std::string colls;
+      for (int k = 0; k < kNumCollKinds; ++k) colls += std::string(k ? ", " : "") + coll_name(static_cast<CollKind>(k));
+      throw InvalidArgument(refused(spec, "unknown collective '" + coll + "'; valid: " + colls));
+    }
+  }
+  return chosen;
+}
+
+const Algorithm& named(CollKind kind, const char* name) {
+  const Algorithm* a = find_algorithm(kind, name);
+  if (a == nullptr) throw std::logic_error(std::string("kolo: no ") + coll_name(kind) + " algorithm '" + name + "' registered");
+  return *a;
+}
+
+const Algorithm& automatic(const CollArgs& args, int nranks) {
+  const auto bytes = static_cast<int64_t>(args.bytes());
+  const int64_t small = config::get_int("KOLO_SMALL_BYTES");
+  const bool is_small = nranks == 1 || bytes <= small;
+  switch (args.kind) {
+    case CollKind::allreduce:
+      if (is_small) return named(args.kind, "rd");
+      return named(args.kind, bytes <= config::get_int("KOLO_TREE_MAX_BYTES") ? "tree" : "ring");
+    case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
+    case CollKind::allgather: return named(args.kind, is_small ? "rd" : "ring");
+    case CollKind::broadcast: {
+      const bool pipeline_fills = bytes > config::get_int("KOLO_TREE_MAX_BYTES") &&
+                                  bytes / nranks >= config::get_int("KOLO_CHUNK_BYTES");
+      return named(args.kind, nranks > 1 && pipeline_fills ? "ring" : "tree");
+    }
+    case CollKind::reduce: return named(args.kind, is_small ? "direct" : "tree");
+    case CollKind::gather:
+    case CollKind::scatter: return named(args.kind, is_small ? "tree" : "direct");
+    case CollKind::alltoall:
+    case CollKind::alltoallv: return named(args.kind, "pairwise");
+    case CollKind::barrier: return named(args.kind, "dissemination");
+    case CollKind::send:
+    case CollKind::recv: return named(args.kind, "direct");
+  }
+  throw std::logic_error("kolo: no automatic algorithm for collective " + std::to_string(static_cast<int>(args.kind)));
+}
+
+}  // namespace
+
+const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {
+  const std::string spec = requested.empty() ? config::get_string("KOLO_ALGO") : requested;
+  const std::string name = requested_name(args.kind, spec);
+  if (!name.empty()) {
+    const Algorithm* a = find_algorithm(args.kind, name);
+    if (a != nullptr && (a->supports == nullptr || a->supports(args, nranks))) return *a;
+  }
+  return automatic(args, nranks);
+}
+
+}  // namespace kolo::algo

@@ -1,0 +1,34 @@
+// The trees the tree algorithms run on. Every rank computes its own place from (size, rank)
+// alone, and all ranks agree because the construction is deterministic.
+#pragma once
+#include <vector>
+
+namespace kolo::algo {
+
+// Binomial tree rooted at `root`, over relative ranks rel = (rank - root) mod size. The subtree
+// of relative rank v holds the relative ranks [v, v + subtree), so a subtree's blocks are
+// contiguous in relative order (what gather and scatter forward in one message).
+struct BinomialNode {
+  int rel = 0;
+  int parent = -1;                // actual rank; -1 at the root
+  std::vector<int> children_rel;  // relative ranks, biggest subtree first
+  int subtree = 1;                // ranks in this node's subtree, itself included
+};
+BinomialNode binomial_node(int size, int root, int rank);
+int binomial_subtree(int size, int rel);
+inline int rel_to_rank(int rel, int root, int size) { return (rel + root) % size; }
+
+// One of the two complementary binary trees of NCCL's double binary tree. Tree 0 is the
+// in-order binary tree over 0..size-1 in which a node's level is its lowest set bit (rank 0 is
+// the root, with one child); tree 1 is tree 0 mirrored (rank -> size-1-rank) when size is even
+// and shifted by one rank when size is odd, so that most ranks that are leaves in one tree are
+// inner nodes in the other and each tree's inner nodes get the other tree's spare bandwidth.
+struct BinaryTreeNode {
+  int parent = -1;  // -1 at the root
+  int children[2] = {-1, -1};
+  int nchildren = 0;
+  int depth = 0;  // edges from the root
+};
+BinaryTreeNode double_binary_tree_node(int size, int rank, int tree);
+
+}  // namespace kolo::algo

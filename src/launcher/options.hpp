@@ -1,0 +1,38 @@
+// kolorun's command line. Parsed by hand rather than with getopt so that everything after the
+// program name reaches the program untouched, even arguments that look like kolorun options.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kolo::launcher {
+
+// More ranks than this would need more pipes than a default descriptor limit allows.
+constexpr int kMaxProcesses = 1024;
+
+struct LaunchOptions {
+  int nproc = 0;
+  bool tag_output = false;
+  std::optional<double> timeout_seconds;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;
+  // -x VAR=VALUE (or -x VAR, copying kolorun's own value), in command-line order.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  std::vector<std::string> program;  // the program and its arguments
+  bool show_help = false;
+  bool show_version = false;
+};
+
+// args excludes argv[0]. Throws kolo::InvalidArgument naming the offending option.
+// With --help or --version the remaining requirements (-n, a program) are not checked.
+LaunchOptions parse_launch_options(const std::vector<std::string>& args);
+
+std::string usage_text();
+
+// KOLO_LAUNCH_GRACE: seconds (fractions allowed) given to ranks between "please stop" and the
+// next, harsher step. nullptr means unset. Throws kolo::InvalidArgument on a malformed value.
+constexpr double kDefaultGraceSeconds = 5.0;
+double parse_grace_seconds(const char* value);
+
+}  // namespace kolo::launcher

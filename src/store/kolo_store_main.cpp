@@ -1,0 +1,85 @@
+// kolo-store: runs a TCPStore server with no client, for jobs whose ranks should all be plain
+// clients (e.g. launched by a scheduler). Serves until SIGINT or SIGTERM.
+//
+//   kolo-store [--host H] [--port P]     defaults: 127.0.0.1 and 29500; port 0 picks a free one
+//
+// Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "kolo/store.hpp"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: kolo-store [--host HOST] [--port PORT]\n"
+               "  Runs a kolo TCPStore server until SIGINT/SIGTERM.\n"
+               "  --host HOST  address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)\n"
+               "  --port PORT  TCP port (default 29500; 0 picks a free port)\n");
+}
+
+bool parse_port(const char* text, uint16_t* port) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0 || value > 65535) return false;
+  *port = static_cast<uint16_t>(value);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1";
+  uint16_t port = 29500;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    }
+    if ((arg == "--host" || arg == "--port") && i + 1 < argc) {
+      const char* value = argv[++i];
+      if (arg == "--host") {
+        host = value;
+      } else if (!parse_port(value, &port)) {
+        std::fprintf(stderr, "kolo-store: invalid port '%s'\n", value);
+        return 2;
+      }
+      continue;
+    }
+    std::fprintf(stderr, "kolo-store: unexpected argument '%s'\n", arg.c_str());
+    usage(stderr);
+    return 2;
+  }
+
+  // Block the stop signals before the server thread exists so that only sigwait() sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<kolo::TCPStoreServer> server;
+  try {
+    server = kolo::TCPStoreServer::start(host, port);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kolo-store: %s\n", e.what());
+    return 1;
+  }
+  std::printf("kolo-store: listening on %s:%u\n", host.c_str(), unsigned(server->port()));
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0) {
+  }
+  std::printf("kolo-store: stopping on signal %d\n", signal_number);
+  std::fflush(stdout);
+  server.reset();
+  return 0;
+}

@@ -1,0 +1,137 @@
+// select_algorithm(): requests by name or per-collective list, refusals naming the valid
+// choices, and the automatic choice by size and rank count.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "algorithms/algorithm.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::algo {
+namespace {
+
+// Pins the tunables select reads, restoring the environment afterwards.
+class Select : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kNames) {
+      const char* v = std::getenv(name);
+      saved_.push_back(v ? std::optional<std::string>(v) : std::nullopt);
+    }
+    setenv("KOLO_SMALL_BYTES", "1024", 1);
+    setenv("KOLO_TREE_MAX_BYTES", "8192", 1);
+    setenv("KOLO_CHUNK_BYTES", "1024", 1);
+    unsetenv("KOLO_ALGO");
+  }
+  void TearDown() override {
+    for (size_t i = 0; i < std::size(kNames); ++i) {
+      if (saved_[i]) setenv(kNames[i], saved_[i]->c_str(), 1);
+      else unsetenv(kNames[i]);
+    }
+  }
+  static CollArgs args(CollKind kind, size_t count, DataType t = DataType::float32) {
+    CollArgs a;
+    a.kind = kind;
+    a.count = count;
+    a.dtype = t;
+    return a;
+  }
+  static std::string pick(CollKind kind, size_t bytes, int nranks, const std::string& requested = "") {
+    return select_algorithm(args(kind, bytes, DataType::uint8), nranks, requested).name;
+  }
+  static constexpr const char* kNames[] = {"KOLO_SMALL_BYTES", "KOLO_TREE_MAX_BYTES", "KOLO_CHUNK_BYTES", "KOLO_ALGO"};
+  std::vector<std::optional<std::string>> saved_;
+};
+
+TEST_F(Select, AutomaticAllreduceGoesRdThenTreeThenRing) {
+  EXPECT_EQ(pick(CollKind::allreduce, 0, 8), "rd");
+  EXPECT_EQ(pick(CollKind::allreduce, 1024, 8), "rd");
+  EXPECT_EQ(pick(CollKind::allreduce, 1025, 8), "tree");
+  EXPECT_EQ(pick(CollKind::allreduce, 8192, 8), "tree");
+  EXPECT_EQ(pick(CollKind::allreduce, 8193, 8), "ring");
+  // Thresholds are in bytes, not elements.
+  EXPECT_EQ(select_algorithm(args(CollKind::allreduce, 2048, DataType::float64), 8, "").name, std::string("ring"));
+}
+
+TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
+  EXPECT_EQ(pick(CollKind::reduce_scatter, 1024, 4), "direct");
+  EXPECT_EQ(pick(CollKind::reduce_scatter, 1025, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allgather, 1024, 4), "rd");
+  EXPECT_EQ(pick(CollKind::allgather, 1025, 4), "ring");
+  EXPECT_EQ(pick(CollKind::reduce, 1024, 4), "direct");
+  EXPECT_EQ(pick(CollKind::reduce, 1025, 4), "tree");
+  EXPECT_EQ(pick(CollKind::gather, 1024, 4), "tree");
+  EXPECT_EQ(pick(CollKind::gather, 1025, 4), "direct");
+  EXPECT_EQ(pick(CollKind::scatter, 1024, 4), "tree");
+  EXPECT_EQ(pick(CollKind::scatter, 1025, 4), "direct");
+  // Broadcast: the chain only once the buffer is big and spans a chunk per rank.
+  EXPECT_EQ(pick(CollKind::broadcast, 8192, 4), "tree");
+  EXPECT_EQ(pick(CollKind::broadcast, 8193, 4), "ring");
+  EXPECT_EQ(pick(CollKind::broadcast, 9000, 16), "tree");
+  EXPECT_EQ(pick(CollKind::broadcast, 16 * 1024, 16), "ring");
+  EXPECT_EQ(pick(CollKind::alltoall, 1 << 20, 4), "pairwise");
+  EXPECT_EQ(pick(CollKind::alltoallv, 0, 4), "pairwise");
+  EXPECT_EQ(pick(CollKind::barrier, 0, 4), "dissemination");
+  EXPECT_EQ(pick(CollKind::send, 1 << 20, 2), "direct");
+  EXPECT_EQ(pick(CollKind::recv, 1 << 20, 2), "direct");
+}
+
+TEST_F(Select, OneRankTakesTheSmallMessageChoice) {
+  EXPECT_EQ(pick(CollKind::allreduce, 1 << 20, 1), "rd");
+  EXPECT_EQ(pick(CollKind::reduce_scatter, 1 << 20, 1), "direct");
+  EXPECT_EQ(pick(CollKind::broadcast, 1 << 20, 1), "tree");
+}
+
+TEST_F(Select, APlainNameAppliesWhereItExistsAndIsAutomaticElsewhere) {
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 4, "ring"), "ring");
+  EXPECT_EQ(pick(CollKind::broadcast, 10, 4, "ring"), "ring");
+  EXPECT_EQ(pick(CollKind::reduce, 10, 4, "ring"), "direct");  // reduce has no ring
+  EXPECT_EQ(pick(CollKind::barrier, 10, 4, "ring"), "dissemination");
+  EXPECT_EQ(pick(CollKind::allreduce, 1 << 20, 4, " tree "), "tree");
+  EXPECT_EQ(pick(CollKind::allreduce, 1 << 20, 4, "auto"), "ring");
+}
+
+TEST_F(Select, AListNamesCollectivesOneByOne) {
+  const std::string spec = "allreduce=tree, broadcast=ring,reduce=auto";
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 4, spec), "tree");
+  EXPECT_EQ(pick(CollKind::broadcast, 10, 4, spec), "ring");
+  EXPECT_EQ(pick(CollKind::reduce, 10, 4, spec), "direct");
+  EXPECT_EQ(pick(CollKind::allgather, 10, 4, spec), "rd");
+  EXPECT_EQ(pick(CollKind::reduce_scatter, 10, 4, "reduce_scatter=ring"), "ring");
+}
+
+TEST_F(Select, KoloAlgoAppliesWhenTheCallAsksForNothingAndTheCallWins) {
+  setenv("KOLO_ALGO", "allreduce=ring", 1);
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 4, "tree"), "tree");
+  setenv("KOLO_ALGO", "direct", 1);
+  EXPECT_EQ(pick(CollKind::gather, 1 << 20, 4), "direct");
+  EXPECT_EQ(pick(CollKind::gather, 10, 4), "direct");
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 4), "rd");
+}
+
+void expect_refused(const std::string& spec, CollKind kind, const std::vector<std::string>& mentions) {
+  try {
+    select_algorithm(CollArgs{.kind = kind}, 4, spec);
+    ADD_FAILURE() << "'" << spec << "' was accepted for " << coll_name(kind);
+  } catch (const InvalidArgument& e) {
+    for (const std::string& m : mentions)
+      EXPECT_NE(std::string(e.what()).find(m), std::string::npos) << e.what() << " should mention " << m;
+  }
+}
+
+TEST_F(Select, RefusesNamesNoCollectiveHasListingTheValidOnes) {
+  expect_refused("bogus", CollKind::allreduce, {"bogus", "ring, tree, rd"});
+  expect_refused("bogus", CollKind::barrier, {"bogus", "dissemination"});
+  expect_refused("allreduce=direct", CollKind::allreduce, {"allreduce", "direct", "ring, tree, rd"});
+  // A bad entry for another collective is refused too, so a typo never goes unnoticed.
+  expect_refused("allreduce=ring,broadcast=rd", CollKind::allreduce, {"broadcast", "rd", "ring, tree"});
+  expect_refused("allredcue=ring", CollKind::allreduce, {"unknown collective 'allredcue'", "allreduce"});
+  expect_refused("allreduce=ring,tree", CollKind::allreduce, {"'tree'", "collective=algorithm"});
+  setenv("KOLO_ALGO", "nonsense", 1);
+  expect_refused("", CollKind::allreduce, {"nonsense"});
+}
+
+}  // namespace
+}  // namespace kolo::algo

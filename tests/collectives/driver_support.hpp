@@ -1,0 +1,59 @@
+// Shared by the gtest driver files: where the worker and kolo-perf binaries are (meson passes
+// them in the environment), the environment every launch gets, and helpers to read a rank's
+// error line.
+#pragma once
+#include <cstdlib>
+#include <string>
+
+#include "process_world.hpp"
+
+namespace kolo::coltest {
+
+inline std::string binary_from_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+inline std::string worker_binary() { return binary_from_env("KOLO_TEST_WORKER"); }
+inline std::string perf_binary() { return binary_from_env("KOLO_PERF_BINARY"); }
+
+// A launch of the worker running `scenario` on `world` ranks. KOLO_TIMEOUT bounds every
+// collective inside; `deadline` bounds the whole launch.
+inline LaunchSpec worker_launch(const std::string& scenario, int world, std::chrono::milliseconds deadline,
+                                const std::string& kolo_timeout_seconds = "60") {
+  LaunchSpec spec;
+  spec.program = worker_binary();
+  spec.args = {scenario};
+  spec.world_size = world;
+  spec.deadline = deadline;
+  spec.env["KOLO_TIMEOUT"] = kolo_timeout_seconds;
+  // Oversubscribed runs (8 ranks on 2 cores) go faster when waiting ranks do not spin.
+  spec.env["KOLO_SPIN_US"] = world > 2 ? "0" : "50";
+  return spec;
+}
+
+// The text of kolo's error as the worker printed it ("ERROR rank R [...]: Kind: text"): the
+// part after the kind, so assertions look at kolo's message, not at the worker's prefix.
+inline std::string error_line(const RankOutcome& r) {
+  const size_t start = r.err.find("ERROR rank ");
+  if (start == std::string::npos) return "";
+  const size_t end = r.err.find('\n', start);
+  return r.err.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+inline std::string error_kind(const RankOutcome& r) {
+  const std::string line = error_line(r);
+  const size_t open = line.find("]: ");
+  if (open == std::string::npos) return "";
+  const size_t colon = line.find(": ", open + 3);
+  return line.substr(open + 3, colon == std::string::npos ? std::string::npos : colon - open - 3);
+}
+
+inline std::string error_text(const RankOutcome& r) {
+  const std::string line = error_line(r);
+  const size_t open = line.find("]: ");
+  if (open == std::string::npos) return "";
+  const size_t colon = line.find(": ", open + 3);
+  return colon == std::string::npos ? "" : line.substr(colon + 2);
+}
+
+}  // namespace kolo::coltest

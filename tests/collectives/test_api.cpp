@@ -1,0 +1,41 @@
+// Proves the rest of the public API across real processes (each worker checks its results
+// against the reference and exits 0 only if everything matched):
+//  - ten different collectives in flight at once complete correctly, with sequence numbers and
+//    on_complete callbacks in issue order (scenario_inflight.cpp);
+//  - split(rank % 2, -rank), split with color -1 and new_group({last, 0, 1}) give the right
+//    members in the right order, and their collectives combine exactly the members' data
+//    (scenario_subgroups.cpp);
+//  - bad arguments throw InvalidArgument from the call, before any byte moves, and the group
+//    still works afterwards (scenario_bad_arguments.cpp);
+//  - Work::wait(timeout), is_completed, is_success, exception and on_complete behave as
+//    documented (scenario_work_api.cpp).
+#include <gtest/gtest.h>
+
+#include "driver_support.hpp"
+
+namespace kolo::coltest {
+namespace {
+
+void expect_all_ok(const WorldOutcome& outcome) {
+  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
+  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
+}
+
+TEST(Api, TenCollectivesInFlightCompleteInIssueOrder) {
+  for (int world : {1, 3, 4}) expect_all_ok(run_world(worker_launch("inflight", world, std::chrono::seconds(60))));
+}
+
+TEST(Api, SubgroupsFromSplitAndNewGroup) {
+  for (int world : {2, 4, 5}) expect_all_ok(run_world(worker_launch("subgroups", world, std::chrono::seconds(60))));
+}
+
+TEST(Api, BadArgumentsAreRefusedBeforeAnyByteMoves) {
+  expect_all_ok(run_world(worker_launch("bad-arguments", 2, std::chrono::seconds(60))));
+}
+
+TEST(Api, WorkHandleWaitTimeoutCompletionAndCallbacks) {
+  expect_all_ok(run_world(worker_launch("work-api", 2, std::chrono::seconds(60))));
+}
+
+}  // namespace
+}  // namespace kolo::coltest

@@ -1,0 +1,39 @@
+// What every worker scenario gets: its rank (from the launch environment), the check log, and
+// the group once it has joined one (kept here so that main() can abort it on an error).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check_log.hpp"
+#include "kolo/kolo.hpp"
+
+namespace kolo::coltest {
+
+struct WorkerContext {
+  int rank = 0;
+  int world = 1;
+  std::vector<std::string> args;  // the scenario's own arguments
+  CheckLog log{0};
+  std::shared_ptr<ProcessGroup> group;
+
+  // Joins the world group with kolo::init_from_env (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+  ProcessGroup& join(const GroupOptions& options = {});
+  // Prints a line to stdout at once: the driver watches stdout for progress markers.
+  void say(const std::string& line) const;
+};
+
+using Scenario = void (*)(WorkerContext&);
+
+// The scenarios (one file each).
+void scenario_matrix(WorkerContext& ctx);            // args: collective name
+void scenario_inflight(WorkerContext& ctx);
+void scenario_subgroups(WorkerContext& ctx);
+void scenario_allreduce_loop(WorkerContext& ctx);    // runs until an error (or 60 s)
+void scenario_mismatch_collective(WorkerContext& ctx);
+void scenario_mismatch_count(WorkerContext& ctx);
+void scenario_join(WorkerContext& ctx);              // joins, one barrier, leaves
+void scenario_bad_arguments(WorkerContext& ctx);
+void scenario_work_api(WorkerContext& ctx);
+
+}  // namespace kolo::coltest

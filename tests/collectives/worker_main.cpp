@@ -1,0 +1,94 @@
+// kolo-test-worker: one rank of a multi-process collective test. Started by the gtest driver
+// (process_world.hpp) with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, it joins the
+// group, runs the scenario named by its first argument and checks every result against the
+// reference (reference.hpp). Exit status: 0 every check passed, 1 a check failed, 2 kolo threw
+// (the error's type and text are printed on stderr), 3 bad usage, 4 any other exception.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <typeinfo>
+
+#include "worker_context.hpp"
+
+namespace kolo::coltest {
+
+ProcessGroup& WorkerContext::join(const GroupOptions& options) {
+  group = init_from_env(options);
+  world = group->size();
+  return *group;
+}
+
+void WorkerContext::say(const std::string& line) const {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+namespace {
+
+const std::map<std::string, Scenario>& scenarios() {
+  static const std::map<std::string, Scenario> table = {
+      {"matrix", scenario_matrix},
+      {"inflight", scenario_inflight},
+      {"subgroups", scenario_subgroups},
+      {"allreduce-loop", scenario_allreduce_loop},
+      {"mismatch-collective", scenario_mismatch_collective},
+      {"mismatch-count", scenario_mismatch_count},
+      {"join", scenario_join},
+      {"bad-arguments", scenario_bad_arguments},
+      {"work-api", scenario_work_api},
+  };
+  return table;
+}
+
+// The most specific kolo error class, so the driver can assert on it.
+std::string error_kind(const std::exception& e) {
+  if (const auto* m = dynamic_cast<const MismatchError*>(&e)) return "MismatchError(peer " + std::to_string(m->peer_rank()) + ")";
+  if (const auto* p = dynamic_cast<const PeerError*>(&e)) return "PeerError(peer " + std::to_string(p->peer_rank()) + ")";
+  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
+  if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
+  if (dynamic_cast<const Error*>(&e)) return "Error";
+  return std::string("non-kolo exception ") + typeid(e).name();
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+}  // namespace kolo::coltest
+
+int main(int argc, char** argv) {
+  using namespace kolo::coltest;
+  if (argc < 2 || scenarios().count(argv[1]) == 0) {
+    std::fprintf(stderr, "usage: %s SCENARIO [args]; scenarios:", argv[0]);
+    for (const auto& [name, fn] : scenarios()) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 3;
+  }
+  WorkerContext ctx;
+  ctx.rank = env_int("RANK", 0);
+  ctx.world = env_int("WORLD_SIZE", 1);
+  ctx.log = CheckLog(ctx.rank);
+  for (int i = 2; i < argc; ++i) ctx.args.emplace_back(argv[i]);
+  const std::string scenario = argv[1];
+  try {
+    scenarios().at(scenario)(ctx);
+    if (ctx.group) ctx.group->shutdown();
+  } catch (const std::exception& e) {
+    const bool from_kolo = dynamic_cast<const kolo::Error*>(&e) != nullptr;
+    std::fprintf(stderr, "ERROR rank %d [%s%s%s]: %s: %s\n", ctx.rank, scenario.c_str(),
+                 ctx.log.current_case().empty() ? "" : ": ", ctx.log.current_case().c_str(), error_kind(e).c_str(),
+                 e.what());
+    std::fflush(stderr);
+    if (ctx.group) ctx.group->abort(std::string("kolo-test-worker failed: ") + e.what());
+    return from_kolo ? 2 : 4;
+  }
+  if (ctx.log.failures() != 0) {
+    std::fprintf(stderr, "rank %d: %zu failed checks in %zu cases\n", ctx.rank, ctx.log.failures(), ctx.log.cases());
+    return 1;
+  }
+  ctx.say("OK rank " + std::to_string(ctx.rank) + ": " + std::to_string(ctx.log.cases()) + " cases");
+  return 0;
+}

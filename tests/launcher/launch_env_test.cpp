@@ -1,0 +1,153 @@
+// What each rank is given: rendezvous variables, -x additions, arguments, stdin.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "kolorun_process.hpp"
+
+namespace kolo::launcher::testing {
+namespace {
+
+// What one rank of probe_env reported.
+struct RankReport {
+  std::map<std::string, std::string> env;
+  std::map<int, std::string> args;
+  std::string stdin_line;
+  bool seen = false;
+};
+
+// Parses "[r]: ENV NAME=VALUE" / "[r]: ARG i=VALUE" / "[r]: STDIN=..." lines (tagged output).
+std::vector<RankReport> parse_reports(const std::string& out, int nproc) {
+  std::vector<RankReport> reports(static_cast<size_t>(nproc));
+  for (const std::string& line : split_lines(out)) {
+    size_t close = line.find("]: ");
+    if (line.empty() || line[0] != '[' || close == std::string::npos) {
+      ADD_FAILURE() << "untagged line: " << line;
+      continue;
+    }
+    int rank = std::stoi(line.substr(1, close - 1));
+    if (rank < 0 || rank >= nproc) {
+      ADD_FAILURE() << "line from rank " << rank << " of " << nproc;
+      continue;
+    }
+    RankReport& report = reports[static_cast<size_t>(rank)];
+    report.seen = true;
+    std::string body = line.substr(close + 3);
+    if (body.rfind("ENV ", 0) == 0) {
+      size_t eq = body.find('=');
+      report.env[body.substr(4, eq - 4)] = body.substr(eq + 1);
+    } else if (body.rfind("ARG ", 0) == 0) {
+      size_t eq = body.find('=');
+      report.args[std::stoi(body.substr(4, eq - 4))] = body.substr(eq + 1);
+    } else if (body.rfind("STDIN=", 0) == 0) {
+      report.stdin_line = body.substr(6);
+    }
+  }
+  return reports;
+}
+
+bool is_lower_hex(const std::string& s, size_t length) {
+  return s.size() == length && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// The kernel's ephemeral port range, read independently of kolorun.
+std::pair<int, int> ephemeral_port_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 1024, high = 65535;
+  in >> low >> high;
+  return {low, high};
+}
+
+TEST(KolorunEnvironment, EveryRankGetsItsRendezvousVariablesForOneToEightRanks) {
+  const auto [port_low, port_high] = ephemeral_port_range();
+  std::set<std::string> job_ids, secrets;
+  for (int nproc = 1; nproc <= 8; ++nproc) {
+    SCOPED_TRACE("nproc=" + std::to_string(nproc));
+    ProcessResult result = run_kolorun({"-t", "-n", std::to_string(nproc), probe_path("KOLO_PROBE_ENV")});
+    ASSERT_EQ(result.exit_code(), 0) << result.err;
+    EXPECT_EQ(result.err, "");
+    std::vector<RankReport> reports = parse_reports(result.out, nproc);
+    const RankReport& first = reports[0];
+    for (int r = 0; r < nproc; ++r) {
+      const RankReport& report = reports[static_cast<size_t>(r)];
+      ASSERT_TRUE(report.seen) << "no output from rank " << r;
+      const auto& env = report.env;
+      EXPECT_EQ(env.at("RANK"), std::to_string(r));
+      EXPECT_EQ(env.at("LOCAL_RANK"), std::to_string(r));
+      EXPECT_EQ(env.at("WORLD_SIZE"), std::to_string(nproc));
+      EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), std::to_string(nproc));
+      EXPECT_EQ(env.at("GROUP_RANK"), "0");
+      EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+      int port = std::stoi(env.at("MASTER_PORT"));
+      EXPECT_GE(port, port_low);
+      EXPECT_LE(port, port_high);
+      EXPECT_TRUE(is_lower_hex(env.at("KOLO_JOB_ID"), 16)) << env.at("KOLO_JOB_ID");
+      EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), env.at("KOLO_JOB_ID"));
+      EXPECT_TRUE(is_lower_hex(env.at("KOLO_SECRET"), 32)) << env.at("KOLO_SECRET");
+      // Shared by the whole job.
+      for (const char* shared : {"MASTER_PORT", "KOLO_JOB_ID", "KOLO_SECRET"})
+        EXPECT_EQ(env.at(shared), first.env.at(shared)) << shared << " differs on rank " << r;
+      // kolorun's own environment reaches the ranks.
+      EXPECT_EQ(env.at("KOLO_LAUNCH_GRACE"), "1");
+    }
+    job_ids.insert(first.env.at("KOLO_JOB_ID"));
+    secrets.insert(first.env.at("KOLO_SECRET"));
+  }
+  EXPECT_EQ(job_ids.size(), 8u) << "job ids repeat across launches";
+  EXPECT_EQ(secrets.size(), 8u) << "secrets repeat across launches";
+}
+
+TEST(KolorunEnvironment, OptionsExtraVariablesArgumentsAndInheritedSecretReachTheRanks) {
+  ProcessResult result = run_kolorun(
+      {"--tag-output", "--nproc=3", "--master-addr", "10.1.2.3", "--master-port", "29511", "-x", "FOO=bar",
+       "-x", "EQUALS=a=b", "-x", "PATH=/usr/bin:/bin", "--", probe_path("KOLO_PROBE_ENV"), "first", "-n",
+       "2"},
+      {{"KOLO_SECRET", "00112233445566778899aabbccddeeff"}, {"RANK", "stale"}});
+  ASSERT_EQ(result.exit_code(), 0) << result.err;
+  std::vector<RankReport> reports = parse_reports(result.out, 3);
+  for (int r = 0; r < 3; ++r) {
+    const RankReport& report = reports[static_cast<size_t>(r)];
+    ASSERT_TRUE(report.seen);
+    EXPECT_EQ(report.env.at("MASTER_ADDR"), "10.1.2.3");
+    EXPECT_EQ(report.env.at("MASTER_PORT"), "29511");
+    EXPECT_EQ(report.env.at("FOO"), "bar");
+    EXPECT_EQ(report.env.at("EQUALS"), "a=b");
+    EXPECT_EQ(report.env.at("PATH"), "/usr/bin:/bin");
+    EXPECT_EQ(report.env.at("KOLO_SECRET"), "00112233445566778899aabbccddeeff");
+    EXPECT_EQ(report.env.at("RANK"), std::to_string(r)) << "a stale RANK must be replaced";
+    EXPECT_EQ(report.args, (std::map<int, std::string>{{1, "first"}, {2, "-n"}, {3, "2"}}));
+  }
+}
+
+TEST(KolorunEnvironment, OnlyRankZeroReadsAPipedStdin) {
+  ProcessResult result =
+      run_kolorun({"-t", "-n", "3", probe_path("KOLO_PROBE_ENV")}, {}, 15, "hello from stdin\nsecond\n");
+  ASSERT_EQ(result.exit_code(), 0) << result.err;
+  std::vector<RankReport> reports = parse_reports(result.out, 3);
+  EXPECT_EQ(reports[0].stdin_line, "hello from stdin");
+  EXPECT_EQ(reports[1].stdin_line, "");
+  EXPECT_EQ(reports[2].stdin_line, "");
+}
+
+TEST(KolorunEnvironment, HelpVersionAndUsageErrors) {
+  ProcessResult help = run_kolorun({"--help"});
+  EXPECT_EQ(help.exit_code(), 0);
+  EXPECT_NE(help.out.find("Usage: kolorun"), std::string::npos);
+  ProcessResult version = run_kolorun({"--version"});
+  EXPECT_EQ(version.exit_code(), 0);
+  EXPECT_EQ(version.out.rfind("kolorun (kolo) ", 0), 0u) << version.out;
+
+  ProcessResult missing = run_kolorun({probe_path("KOLO_PROBE_ENV")});
+  EXPECT_EQ(missing.exit_code(), 2);
+  EXPECT_NE(missing.err.find("kolorun: -n/--nproc is required"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.out, "") << "nothing may run on a usage error";
+
+  ProcessResult bad_grace = run_kolorun({"-n", "1", probe_path("KOLO_PROBE_ENV")}, {{"KOLO_LAUNCH_GRACE", "x"}});
+  EXPECT_EQ(bad_grace.exit_code(), 2);
+  EXPECT_NE(bad_grace.err.find("KOLO_LAUNCH_GRACE"), std::string::npos) << bad_grace.err;
+}
+
+}  // namespace
+}  // namespace kolo::launcher::testing

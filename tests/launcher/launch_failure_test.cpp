@@ -1,0 +1,112 @@
+// What kolorun does when a rank fails, is killed, never starts, or the job runs too long.
+// The tests run with KOLO_LAUNCH_GRACE=1 (set by ChildProcess) unless they say otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "kolorun_process.hpp"
+#include "probe_files.hpp"
+
+namespace kolo::launcher::testing {
+namespace {
+
+std::vector<std::string> worker(const std::string& dir, int nproc, std::vector<std::string> behaviour) {
+  std::vector<std::string> args{"-n", std::to_string(nproc), probe_path("KOLO_PROBE_WORKER"), dir};
+  args.insert(args.end(), behaviour.begin(), behaviour.end());
+  return args;
+}
+
+// The first line kolorun itself wrote to stderr.
+std::string first_kolorun_line(const std::string& err) {
+  for (const std::string& line : split_lines(err))
+    if (line.rfind("kolorun: ", 0) == 0) return line;
+  return "";
+}
+
+TEST(KolorunFailure, FailingRankStopsTheOthersAfterTheGracePeriod) {
+  TempDir dir;
+  ProcessResult result = run_kolorun(worker(dir.path(), 4, {"--fail-rank", "2", "--exit-code", "3"}));
+  EXPECT_EQ(result.exit_code(), 3) << result.err;
+  EXPECT_EQ(first_kolorun_line(result.err),
+            "kolorun: rank 2 (pid " + std::to_string(recorded_pid(dir.path(), 2)) + ") exited with status 3")
+      << result.err;
+  // The survivors get one grace period to leave on their own, then SIGTERM ends them.
+  EXPECT_GE(result.seconds, 1.0);
+  EXPECT_LT(result.seconds, 6.0);
+  for (int r : {0, 1, 3}) EXPECT_EQ(recorded_signals(dir.path(), r), std::vector<int>{SIGTERM}) << "rank " << r;
+  EXPECT_TRUE(recorded_signals(dir.path(), 2).empty());
+}
+
+TEST(KolorunFailure, RanksThatExitDuringTheGracePeriodAreNotSignalled) {
+  TempDir dir;
+  ProcessResult result = run_kolorun(worker(dir.path(), 3, {"--fail-rank", "0", "--exit-code", "7", "--sleep", "0.3"}),
+                                     {{"KOLO_LAUNCH_GRACE", "5"}});
+  EXPECT_EQ(result.exit_code(), 7) << result.err;
+  EXPECT_LT(result.seconds, 5.0) << "kolorun must not wait out the grace period once all ranks are gone";
+  for (int r : {1, 2}) EXPECT_TRUE(recorded_signals(dir.path(), r).empty()) << "rank " << r;
+  EXPECT_EQ(result.err.find("SIGTERM"), std::string::npos) << result.err;
+}
+
+TEST(KolorunFailure, RankKilledBySignalIsNamedAndSetsTheExitStatus) {
+  TempDir dir;
+  ProcessResult result = run_kolorun(worker(dir.path(), 3, {"--kill-rank", "1", "--signal", std::to_string(SIGKILL)}));
+  EXPECT_EQ(result.exit_code(), 128 + SIGKILL) << result.err;
+  EXPECT_EQ(first_kolorun_line(result.err), "kolorun: rank 1 (pid " + std::to_string(recorded_pid(dir.path(), 1)) +
+                                                ") was killed by signal 9 (Killed)")
+      << result.err;
+  for (int r : {0, 2}) EXPECT_EQ(recorded_signals(dir.path(), r), std::vector<int>{SIGTERM}) << "rank " << r;
+}
+
+TEST(KolorunFailure, RankIgnoringSigtermIsKilledAfterASecondGracePeriod) {
+  TempDir dir;
+  ProcessResult result =
+      run_kolorun(worker(dir.path(), 2, {"--fail-rank", "0", "--exit-code", "5", "--ignore-term"}));
+  EXPECT_EQ(result.exit_code(), 5) << "the first failure decides the exit status\n" << result.err;
+  EXPECT_GE(result.seconds, 2.0);  // grace, SIGTERM (ignored), grace, SIGKILL
+  EXPECT_LT(result.seconds, 7.0);
+  EXPECT_EQ(recorded_signals(dir.path(), 1), std::vector<int>{SIGTERM});
+  EXPECT_NE(result.err.find("sending SIGKILL"), std::string::npos) << result.err;
+}
+
+TEST(KolorunFailure, AllRanksSucceedingMeansSuccessAndSilence) {
+  TempDir dir;
+  ProcessResult result = run_kolorun(worker(dir.path(), 5, {"--sleep", "0"}));
+  EXPECT_EQ(result.exit_code(), 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  for (int r = 0; r < 5; ++r) EXPECT_GT(recorded_pid(dir.path(), r), 0) << "rank " << r << " never ran";
+}
+
+TEST(KolorunFailure, ProgramNotFoundIsReportedWithStatus127) {
+  ProcessResult result = run_kolorun({"-n", "3", "kolorun-test-no-such-program"});
+  EXPECT_EQ(result.exit_code(), 127) << result.err;
+  EXPECT_EQ(first_kolorun_line(result.err),
+            "kolorun: cannot execute 'kolorun-test-no-such-program': No such file or directory");
+  EXPECT_LT(result.seconds, 5.0);
+}
+
+TEST(KolorunFailure, ProgramNotExecutableIsReportedWithStatus126) {
+  TempDir dir;
+  const std::string script = dir.path() + "/not-executable";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  ::chmod(script.c_str(), 0644);
+  ProcessResult result = run_kolorun({"-n", "2", script});
+  EXPECT_EQ(result.exit_code(), 126) << result.err;
+  EXPECT_EQ(first_kolorun_line(result.err), "kolorun: cannot execute '" + script + "': Permission denied");
+}
+
+TEST(KolorunFailure, TimeoutStopsTheWholeJob) {
+  TempDir dir;
+  std::vector<std::string> args{"--timeout", "1"};
+  for (const std::string& a : worker(dir.path(), 2, {})) args.push_back(a);
+  ProcessResult result = run_kolorun(args);
+  EXPECT_EQ(result.exit_code(), 124) << result.err;
+  EXPECT_NE(first_kolorun_line(result.err).find("exceeded --timeout of 1 s"), std::string::npos) << result.err;
+  EXPECT_GE(result.seconds, 1.0);
+  EXPECT_LT(result.seconds, 6.0);
+  for (int r : {0, 1}) EXPECT_EQ(recorded_signals(dir.path(), r), std::vector<int>{SIGTERM}) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace kolo::launcher::testing

@@ -1,0 +1,102 @@
+// kolorun's option parsing, checked in-process.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "kolo/error.hpp"
+#include "launcher/options.hpp"
+
+namespace kolo::launcher {
+namespace {
+
+LaunchOptions parse(std::vector<std::string> args) { return parse_launch_options(args); }
+
+TEST(KolorunOptions, ShortAndLongFormsAndProgramArguments) {
+  LaunchOptions o = parse({"-n", "4", "-t", "--timeout=2.5", "--master-addr", "10.0.0.7",
+                           "--master-port=29500", "-x", "A=1", "-xB=x=y", "prog", "-n", "9", "--tag-output"});
+  EXPECT_EQ(o.nproc, 4);
+  EXPECT_TRUE(o.tag_output);
+  ASSERT_TRUE(o.timeout_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*o.timeout_seconds, 2.5);
+  EXPECT_EQ(o.master_addr, "10.0.0.7");
+  EXPECT_EQ(o.master_port, 29500);
+  ASSERT_EQ(o.extra_env.size(), 2u);
+  EXPECT_EQ(o.extra_env[0], (std::pair<std::string, std::string>{"A", "1"}));
+  EXPECT_EQ(o.extra_env[1], (std::pair<std::string, std::string>{"B", "x=y"}));
+  // Everything from the program on belongs to the program, even kolorun-looking options.
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "-n", "9", "--tag-output"}));
+}
+
+TEST(KolorunOptions, AttachedShortValueAndLongNproc) {
+  EXPECT_EQ(parse({"-n3", "p"}).nproc, 3);
+  EXPECT_EQ(parse({"--nproc", "8", "p"}).nproc, 8);
+  EXPECT_EQ(parse({"--nproc=1", "p"}).nproc, 1);
+  LaunchOptions defaults = parse({"-n", "2", "p"});
+  EXPECT_FALSE(defaults.tag_output);
+  EXPECT_FALSE(defaults.timeout_seconds.has_value());
+  EXPECT_FALSE(defaults.master_port.has_value());
+  EXPECT_EQ(defaults.master_addr, "127.0.0.1");
+}
+
+TEST(KolorunOptions, DoubleDashEndsOptions) {
+  LaunchOptions o = parse({"-n", "2", "--", "-weird-program", "--help"});
+  EXPECT_EQ(o.program, (std::vector<std::string>{"-weird-program", "--help"}));
+  EXPECT_FALSE(o.show_help);
+}
+
+TEST(KolorunOptions, HelpAndVersionNeedNothingElse) {
+  EXPECT_TRUE(parse({"--help"}).show_help);
+  EXPECT_TRUE(parse({"-h"}).show_help);
+  EXPECT_TRUE(parse({"--version"}).show_version);
+  EXPECT_NE(usage_text().find("--tag-output"), std::string::npos);
+}
+
+TEST(KolorunOptions, XWithoutValueCopiesKolorunsOwnValue) {
+  ::setenv("KOLORUN_OPTIONS_TEST_VAR", "from-parent", 1);
+  LaunchOptions o = parse({"-n", "1", "-x", "KOLORUN_OPTIONS_TEST_VAR", "p"});
+  ::unsetenv("KOLORUN_OPTIONS_TEST_VAR");
+  ASSERT_EQ(o.extra_env.size(), 1u);
+  EXPECT_EQ(o.extra_env[0].second, "from-parent");
+  EXPECT_THROW(parse({"-n", "1", "-x", "KOLORUN_OPTIONS_TEST_UNSET_VAR", "p"}), InvalidArgument);
+}
+
+TEST(KolorunOptions, RejectsBadInput) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"prog"},                                   // no -n
+      {"-n", "2"},                                // no program
+      {"-n"},                                     // -n without value
+      {"-n", "0", "p"},                           // too few
+      {"-n", "1025", "p"},                        // too many
+      {"-n", "2x", "p"},                          // not a number
+      {"-n", "2", "--timeout", "0", "p"},         // timeout must be positive
+      {"-n", "2", "--timeout", "-1", "p"},
+      {"-n", "2", "--timeout", "soon", "p"},
+      {"-n", "2", "--master-port", "0", "p"},
+      {"-n", "2", "--master-port", "65536", "p"},
+      {"-n", "2", "--master-addr=", "p"},
+      {"-n", "2", "-x", "=1", "p"},               // no variable name
+      {"-n", "2", "-x", "1A=1", "p"},
+      {"-n", "2", "-x", "RANK=3", "p"},           // kolorun's own variables are not overridable
+      {"-n", "2", "-x", "MASTER_PORT=1", "p"},
+      {"-n", "2", "--frobnicate", "p"},           // unknown option
+      {"-n", "2", "--tag-output=yes", "p"},       // flag with a value
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_THROW(parse(args), InvalidArgument) << joined;
+  }
+}
+
+TEST(KolorunOptions, GraceSeconds) {
+  EXPECT_DOUBLE_EQ(parse_grace_seconds(nullptr), kDefaultGraceSeconds);
+  EXPECT_DOUBLE_EQ(parse_grace_seconds(""), kDefaultGraceSeconds);
+  EXPECT_DOUBLE_EQ(parse_grace_seconds("0"), 0.0);
+  EXPECT_DOUBLE_EQ(parse_grace_seconds("1.5"), 1.5);
+  EXPECT_THROW(parse_grace_seconds("-1"), InvalidArgument);
+  EXPECT_THROW(parse_grace_seconds("fast"), InvalidArgument);
+  EXPECT_THROW(parse_grace_seconds("nan"), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kolo::launcher
