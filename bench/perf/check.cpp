@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "issue.hpp"
 
 namespace kolo::perf {
 namespace {
@@ -44,7 +43,7 @@ struct Expectation {
         return plan.input(static_cast<int>(i / block), static_cast<size_t>(c.rank) * block + i % block);
       case CollId::sendrecv: {
         const int prev = (c.rank + c.nranks - 1) % c.nranks;
-        return plan.input(sendrecv_source_of_sent_data(prev, c.in_place), i);
+        return plan.input(prev, i);
       }
     }
     return 0;

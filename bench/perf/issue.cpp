@@ -12,7 +12,7 @@ Options with_algorithm(const RunParams& params) {
 
 }  // namespace
 
-int sendrecv_source_of_sent_data(int rank, bool in_place) { return (in_place && rank % 2 == 1) ? rank - 1 : rank; }
+bool checkable(const CollectiveSpec& spec, bool in_place) { return !(in_place && spec.id == CollId::sendrecv); }
 
 std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where,
                            size_t param_count, const RunParams& params) {
@@ -62,18 +62,13 @@ std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, cons
       return {group.scatter(send, recv, o)};
     }
     case CollId::sendrecv: {
+      // kolo posts point-to-point operations and lets them complete in the background, so
+      // every rank can send first without deadlocking the ring.
       const int n = group.size();
-      const int next = (group.rank() + 1) % n;
-      const int prev = (group.rank() + n - 1) % n;
       auto so = with_algorithm<SendOptions>(params);
       auto ro = with_algorithm<RecvOptions>(params);
-      if (group.rank() % 2 == 1) {
-        WorkPtr r = group.recv(recv, prev, ro);
-        WorkPtr s = group.send(send, next, so);
-        return {r, s};
-      }
-      WorkPtr s = group.send(send, next, so);
-      WorkPtr r = group.recv(recv, prev, ro);
+      WorkPtr s = group.send(send, (group.rank() + 1) % n, so);
+      WorkPtr r = group.recv(recv, (group.rank() + n - 1) % n, ro);
       return {s, r};
     }
   }

@@ -18,10 +18,8 @@ struct RunParams {
 std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where,
                            size_t param_count, const RunParams& params);
 
-// sendrecv sends to rank+1 and receives from rank-1. A group runs its operations one after
-// another, so the order matters: odd ranks receive first, even ranks send first, which breaks
-// the cycle of ranks that would all wait for a receiver. In place, an odd rank has therefore
-// forwarded what it received; this says which rank's data `rank` sends.
-int sendrecv_source_of_sent_data(int rank, bool in_place);
+// Whether the check mode can verify this run. Like nccl-tests, in-place sendrecv (one buffer
+// both sent from and received into while both are in flight) is timed but not checked.
+bool checkable(const CollectiveSpec& spec, bool in_place);
 
 }  // namespace kolo::perf

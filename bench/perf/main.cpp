@@ -52,6 +52,8 @@ int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& g
   if (o.root >= group->size())
     throw kolo::perf::UsageError("-r " + std::to_string(o.root) + " is not a rank of this " +
                                  std::to_string(group->size()) + "-rank job");
+  if (o.collective == "sendrecv" && group->size() < 2)
+    throw kolo::perf::UsageError("sendrecv needs at least 2 ranks (kolo has no send to oneself)");
   const auto ranks = describe_ranks(*group);
   const bool printing = group->rank() == 0;
   if (printing) {

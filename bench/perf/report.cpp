@@ -7,7 +7,7 @@
 namespace kolo::perf {
 
 void print_preamble(const PerfOptions& o, const std::vector<RankDescription>& ranks) {
-  std::printf("# kolo-perf, kolo %s (nccl-tests compatible output)\n", kolo::version_string());
+  std::printf("# kolo-perf, %s (nccl-tests compatible output)\n", kolo::version_string());
   std::printf("# Collective test starting: %s\n", o.collective.c_str());
   const bool by_factor = o.step_factor > 1;
   std::printf(

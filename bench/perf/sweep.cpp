@@ -102,7 +102,8 @@ class Sweep {
       if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
       double seconds = time_iterations(group_, issue_once, o_.iters, o_.blocking);
       seconds = combine_across_ranks(group_, seconds, o_.combine);
-      const int64_t wrong = o_.check ? check_once(row, where, issue_once, in_place) : -1;
+      const bool checked = o_.check && checkable(spec, in_place);
+      const int64_t wrong = checked ? check_once(row, where, issue_once, in_place) : -1;
       const double algbw = seconds > 0 ? static_cast<double>(row_bytes) / 1.0e9 / seconds : 0.0;
       const double busbw = algbw * spec.busbw_factor(n);
       if (printing) print_measurement(seconds * 1.0e6, algbw, busbw, wrong);

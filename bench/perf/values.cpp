@@ -147,7 +147,7 @@ std::string element_text(DataType t, const void* base, size_t index) {
   const auto* bytes = static_cast<const unsigned char*>(base);
   if (is_floating(t)) {
     char text[64];
-    std::snprintf(text, sizeof text, "%.9g", float_element(t, bytes, index));
+    std::snprintf(text, sizeof text, "%.17g", float_element(t, bytes, index));
     return text;
   }
   const uint64_t bits = integer_bits(t, bytes, index);
@@ -181,11 +181,13 @@ int64_t ValuePlan::input(int rank, size_t index) const {
     case ReduceKind::premul_sum:
       return pick(h, signed_ ? -sum_bound_ : 0, sum_bound_);
     case ReduceKind::avg: {
-      // a depends on the index only, t on the index and the pair: pairs cancel their t.
+      // a depends on the index only (never on the rank), t on the index and the pair: pairs
+      // cancel their t. |t| <= B/2 and a within B/2 of the middle keep a +- t within bounds.
       const uint64_t hi = hash3(salt_, 0xa11, index);
       const uint64_t hp = hash3(salt_, 0xb22 + static_cast<uint64_t>(rank / 2), index);
-      const int64_t t = pick(hp, 0, sum_bound_ / 2);
-      const int64_t a = signed_ ? pick(hi, -(sum_bound_ - t), sum_bound_ - t) : pick(hi, t, sum_bound_ - t);
+      const int64_t half = sum_bound_ / 2;
+      const int64_t t = pick(hp, 0, half);
+      const int64_t a = signed_ ? pick(hi, -(sum_bound_ - half), sum_bound_ - half) : pick(hi, half, sum_bound_ - half);
       const bool has_partner = (rank ^ 1) < nranks_;
       if (!has_partner) return a;
       return rank % 2 == 0 ? a + t : a - t;

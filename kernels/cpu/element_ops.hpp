@@ -1,6 +1,7 @@
 // Internal: the reduction of one pair of elements, for every storage type, as plain C++.
 // The portable kernels apply these in loops; the AVX-512 kernels implement the same
-// semantics lane by lane, so both paths agree bit for bit:
+// semantics lane by lane, so both paths agree bit for bit (except for which NaN bit pattern
+// comes out of an op with a NaN operand; either way it is a NaN):
 //  - Integers wrap around (two's complement), for signed types too.
 //  - Floating min/max: a NaN in either operand gives a NaN; -0 is smaller than +0; otherwise
 //    the smaller/larger value. (x86 MINPS alone would return the second operand for both.)
@@ -30,20 +31,23 @@ inline T wrap_mul(T a, T b) {
   return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
 }
 
+// Written as selects rather than early returns so the compiler can vectorise them.
 template <class F>
 inline F float_min(F a, F b) {
-  if (a != a || b != b) return a + b;  // NaN in, NaN out
   using Bits = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  F r = a < b ? a : b;
   // Equal values: identical bits, or +0 and -0, where OR-ing the sign picks -0.
-  if (a == b) return std::bit_cast<F>(std::bit_cast<Bits>(a) | std::bit_cast<Bits>(b));
-  return a < b ? a : b;
+  r = a == b ? std::bit_cast<F>(std::bit_cast<Bits>(a) | std::bit_cast<Bits>(b)) : r;
+  // NaN in, NaN out: the NaN operand itself (a select vectorises; a + b, which could raise
+  // an FP exception, is never speculated by the compiler).
+  return a != a ? a : (b != b ? b : r);
 }
 template <class F>
 inline F float_max(F a, F b) {
-  if (a != a || b != b) return a + b;
   using Bits = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
-  if (a == b) return std::bit_cast<F>(std::bit_cast<Bits>(a) & std::bit_cast<Bits>(b));
-  return a > b ? a : b;
+  F r = a > b ? a : b;
+  r = a == b ? std::bit_cast<F>(std::bit_cast<Bits>(a) & std::bit_cast<Bits>(b)) : r;
+  return a != a ? a : (b != b ? b : r);
 }
 
 // IEEE operations, shared by float32, float64 and (through float32) the 16-bit formats.

@@ -3,8 +3,8 @@
 // round-to-nearest-even with subnormals enabled).
 //
 // They reproduce the x86 hardware conversions bit for bit (VCVTPH2PS/VCVTPS2PH for float16,
-// the integer rounding sequence of reduce_avx512.cpp for bfloat16), so the portable and the
-// AVX-512 kernel paths give identical results, NaN payloads included:
+// the integer rounding sequence of reduce_avx512.cpp for bfloat16), NaN payloads included,
+// so the portable and the AVX-512 kernel paths convert identically:
 //  - float16 -> float32 is exact; a signalling NaN comes back quiet (as VCVTPH2PS does).
 //  - float32 -> float16 rounds to nearest, ties to even; overflow gives infinity; results
 //    below the normal range become subnormals (or zero); a NaN keeps its sign and the top 9

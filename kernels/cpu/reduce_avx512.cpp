@@ -7,7 +7,7 @@
 // Loop shape: a masked head aligns dst to 64 bytes (a store split across two cache lines costs
 // two), then 4 vectors per iteration, then single vectors, then a masked tail. Masked loads
 // never fault on the lanes they skip, so any count and any alignment work without scalar code.
-// Results are bit-identical to the portable kernels (element_ops.hpp).
+// Results are bit-identical to the portable kernels (element_ops.hpp), NaN payloads aside.
 #include "kernels/cpu/dispatch.hpp"
 
 #if defined(__x86_64__)

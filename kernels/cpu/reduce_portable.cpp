@@ -1,28 +1,44 @@
 // The portable kernels: element_ops.hpp applied in loops the compiler vectorises for the
 // baseline ISA (SSE2 on x86-64). Used on CPUs without AVX-512 and when KOLO_KERNELS=portable.
-#include <cstring>
+#include <type_traits>
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/element_ops.hpp"
 
 namespace kolo::kernels::detail {
 namespace {
 
-// dst may be the same array as a or b. A plain `dst[i] = op(a[i], b[i])` loop would leave the
-// vectoriser guessing about overlap; computing a fixed-size block into a local array first
-// removes the question (the block only reads a and b), and the copy-out stays in L1.
+// dst may be the same array as a, b or both (but never partially overlaps them). Each
+// aliasing pattern gets its own loop whose pointers are declared __restrict, so the
+// vectoriser needs no run-time overlap checks (which would send exact aliasing, the common
+// in-place case, down a scalar fallback).
+template <class T, class Op>
+void distinct_loop(T* __restrict dst, const T* __restrict a, const T* __restrict b, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::apply(a[i], b[i]);
+}
+template <class T, class Op>
+void dst_is_a_loop(T* __restrict dst, const T* __restrict b, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::apply(dst[i], b[i]);
+}
+template <class T, class Op>
+void dst_is_b_loop(T* __restrict dst, const T* __restrict a, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::apply(a[i], dst[i]);
+}
+template <class T, class Op>
+void all_same_loop(T* __restrict dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = Op::apply(dst[i], dst[i]);
+}
+
 template <class T, class Op>
 void binary_kernel(void* dst_void, const void* a_void, const void* b_void, size_t count) {
   auto* dst = static_cast<T*>(dst_void);
   const auto* a = static_cast<const T*>(a_void);
   const auto* b = static_cast<const T*>(b_void);
-  constexpr size_t kBlock = 512 / sizeof(T);
-  size_t i = 0;
-  for (; i + kBlock <= count; i += kBlock) {
-    T out[kBlock];
-    for (size_t j = 0; j < kBlock; ++j) out[j] = Op::apply(a[i + j], b[i + j]);
-    std::memcpy(dst + i, out, sizeof(out));
-  }
-  for (; i < count; ++i) dst[i] = Op::apply(a[i], b[i]);
+  if (dst == a && dst == b) return all_same_loop<T, Op>(dst, count);
+  if (dst == a) return dst_is_a_loop<T, Op>(dst, b, count);
+  if (dst == b) return dst_is_b_loop<T, Op>(dst, a, count);
+  // a == b (with a separate dst) is fine here too: __restrict only forbids aliasing an
+  // object that is written.
+  distinct_loop<T, Op>(dst, a, b, count);
 }
 
 void half_to_float_array(const uint16_t* src, float* dst, size_t count) {

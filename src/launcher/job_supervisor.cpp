@@ -65,6 +65,7 @@ void JobSupervisor::start_ranks() {
   // kolorun's separate process group would be stopped by SIGTTIN. So rank 0 inherits a piped
   // or redirected stdin, and every other rank (and rank 0 on a terminal) reads /dev/null.
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null.valid()) throw Error(system_error_text("cannot open /dev/null", errno));
   const bool rank0_inherits_stdin = !::isatty(STDIN_FILENO);
 
   ranks_.reserve(static_cast<size_t>(options_.nproc));

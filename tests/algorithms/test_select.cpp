@@ -113,7 +113,9 @@ TEST_F(Select, KoloAlgoAppliesWhenTheCallAsksForNothingAndTheCallWins) {
 
 void expect_refused(const std::string& spec, CollKind kind, const std::vector<std::string>& mentions) {
   try {
-    select_algorithm(CollArgs{.kind = kind}, 4, spec);
+    CollArgs a;
+    a.kind = kind;
+    select_algorithm(a, 4, spec);
     ADD_FAILURE() << "'" << spec << "' was accepted for " << coll_name(kind);
   } catch (const InvalidArgument& e) {
     for (const std::string& m : mentions)

@@ -48,7 +48,7 @@ struct ThreadWorld::State {
   int n;
   HarnessOptions opts;
   std::mutex mu;
-  std::condition_variable cv;
+  std::vector<std::condition_variable> wakeups;  // per rank: only the ranks a match concerns wake up
   std::deque<Op> ops;
   std::vector<std::deque<Op*>> sends, recvs;  // unmatched, per (src * n + dst)
   std::vector<int> sent, received;            // messages posted so far, per (src * n + dst)
@@ -56,7 +56,7 @@ struct ThreadWorld::State {
   std::string failure;
   std::string label;
 
-  State(int nranks, HarnessOptions o) : n(nranks), opts(o) { reset(""); }
+  State(int nranks, HarnessOptions o) : n(nranks), opts(o), wakeups(static_cast<size_t>(nranks)) { reset(""); }
 
   void reset(const std::string& l) {
     const auto pairs = static_cast<size_t>(n) * static_cast<size_t>(n);
@@ -76,7 +76,7 @@ struct ThreadWorld::State {
       aborted = true;
       failure = label + ": " + what;
     }
-    cv.notify_all();
+    for (auto& w : wakeups) w.notify_all();
   }
 
   // Every message posted but not matched, for deadlock reports. Caller holds mu.
@@ -107,7 +107,7 @@ class ThreadComm final : public algo::Comm {
     const auto deadline = Clock::now() + s_.opts.deadline;
     while (op->match == nullptr) {
       if (s_.aborted) throw Aborted();
-      if (s_.cv.wait_until(lk, deadline) == std::cv_status::timeout && op->match == nullptr && !s_.aborted) {
+      if (s_.wakeups[static_cast<size_t>(rank_)].wait_until(lk, deadline) == std::cv_status::timeout && op->match == nullptr && !s_.aborted) {
         s_.fail("rank " + std::to_string(rank_) + " waited " + std::to_string(s_.opts.deadline.count()) +
                 " ms for its " + describe(*op) + ": deadlock. Messages posted and never matched:" + s_.unmatched());
         throw TimeoutError(s_.failure);
@@ -205,7 +205,8 @@ class ThreadComm final : public algo::Comm {
       }
       snd->match = rcv;
       rcv->match = snd;
-      s_.cv.notify_all();
+      s_.wakeups[static_cast<size_t>(snd->owner)].notify_all();
+      s_.wakeups[static_cast<size_t>(rcv->owner)].notify_all();
     }
     reqs_.push_back(&op);
     return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};

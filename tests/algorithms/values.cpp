@@ -220,7 +220,11 @@ std::vector<DataType> all_dtypes() {
 
 std::string describe(ReduceOp op) {
   std::string s = reduce_name(op.kind);
-  if (op.kind == ReduceKind::premul_sum) s += "(" + std::to_string(op.factor) + ")";
+  if (op.kind == ReduceKind::premul_sum) {
+    s += '(';
+    s += std::to_string(op.factor);
+    s += ')';
+  }
   return s;
 }
 
