@@ -17,10 +17,14 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
-// A bounded wait ran out of time.
+// A bounded wait ran out of time. peer_rank() is the rank that was waited for, or -1.
 class TimeoutError : public Error {
  public:
-  using Error::Error;
+  explicit TimeoutError(const std::string& what, int peer = -1) : Error(what), peer_(peer) {}
+  int peer_rank() const { return peer_; }
+
+ private:
+  int peer_;
 };
 
 // A peer died, closed its connection, aborted, or sent something this rank did not expect.

@@ -73,6 +73,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Fails every queued and running operation with `reason` and tells the peers; not orderly.
   void abort(const std::string& reason = "aborted by the user");
   // Waits for queued operations, says goodbye to every peer and closes connections. Collective.
+  // Throws if a peer reported a failure during the goodbye (a rank whose last operation could
+  // not see its peer's error, like a broadcast root, learns of it here).
   void shutdown();
 
   // Internal: groups are made by create(), split() and new_group(); Impl is private to the library.

@@ -29,7 +29,8 @@ class Work {
   bool is_success() const;             // completed and no error
   std::exception_ptr exception() const;  // null while running or on success
   // Runs `fn` once when the operation completes (on the thread that completes it), or at once
-  // on the calling thread if it already has. Exceptions thrown by `fn` are swallowed and logged.
+  // on the calling thread if it already has. Callbacks registered before completion have run by
+  // the time wait() returns. Exceptions thrown by `fn` are swallowed and logged.
   void on_complete(std::function<void(Work&)> fn);
 
   const std::string& op_name() const { return op_name_; }
@@ -43,7 +44,8 @@ class Work {
   const uint64_t seq_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ = false;      // the result is known (is_completed())
+  bool released_ = false;  // callbacks have run: wait() may return
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
 };

@@ -3,6 +3,11 @@
 // The table is chosen once, on first use, and read with one relaxed atomic load per call:
 // AVX-512 when the CPU supports AVX-512F/BW/VL/DQ, the portable loops otherwise or when the
 // environment says KOLO_KERNELS=portable (KOLO_KERNELS=avx512 insists on AVX-512).
+//
+// Semantics: integers wrap around; floating min/max propagate NaN and order -0 below +0;
+// float16/bfloat16 are reduced in float32 and rounded to nearest-even (element_ops.hpp).
+// finalize() is in finalize.cpp, which documents its rounding: avg divides (integers
+// truncate), premul_sum multiplies (integers: in double, truncated toward zero, saturated).
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -36,6 +41,7 @@ KernelPath kernel_path_from_env() {
 namespace {
 
 const KernelTable& table_for(KernelPath path) {
+  if (path == KernelPath::automatic) path = kernel_path_from_env();
   switch (path) {
     case KernelPath::portable:
       return portable_table();
@@ -45,7 +51,7 @@ const KernelTable& table_for(KernelPath path) {
       }
       return avx512_table();
     case KernelPath::automatic:
-      break;
+      break;  // neither the caller nor the environment chose: the CPU decides
   }
   return cpu_has_avx512() ? avx512_table() : portable_table();
 }
@@ -53,7 +59,7 @@ const KernelTable& table_for(KernelPath path) {
 std::atomic<const KernelTable*>& active_slot() {
   // Initialised on first use; if KOLO_KERNELS is invalid the exception reaches the caller and
   // the next call tries again.
-  static std::atomic<const KernelTable*> slot{&table_for(kernel_path_from_env())};
+  static std::atomic<const KernelTable*> slot{&table_for(KernelPath::automatic)};
   return slot;
 }
 
@@ -75,6 +81,16 @@ BinaryKernel lookup(DataType t, ReduceKind op, const char* caller) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<size_t> streaming_threshold{kDefaultStreamingStoreThresholdBytes};
+}  // namespace
+
+size_t streaming_store_threshold() { return streaming_threshold.load(std::memory_order_relaxed); }
+
+void set_streaming_store_threshold(size_t bytes) {
+  streaming_threshold.store(bytes == 0 ? kDefaultStreamingStoreThresholdBytes : bytes, std::memory_order_relaxed);
+}
 
 void select_kernel_path(KernelPath path) {
   active_slot().store(&table_for(path), std::memory_order_relaxed);

@@ -5,7 +5,8 @@
 // AVX-512 code into inline library functions shared with other translation units.)
 //
 // Loop shape: a masked head aligns dst to 64 bytes (a store split across two cache lines costs
-// two), then 4 vectors per iteration, then single vectors, then a masked tail. Masked loads
+// two), then 4 vectors per iteration, then single vectors, then a masked tail. Large distinct
+// destinations are written with streaming stores (see streaming_store_threshold()). Masked loads
 // never fault on the lanes they skip, so any count and any alignment work without scalar code.
 // Results are bit-identical to the portable kernels (element_ops.hpp), NaN payloads aside.
 #include "kernels/cpu/dispatch.hpp"
@@ -124,9 +125,35 @@ KOLO_AVX512_INLINE void masked_vector_step(char* dst, const char* a, const char*
   _mm512_mask_storeu_epi8(dst, mask, LaneOp::op(va, vb));
 }
 
-template <class LaneOp>
+// Streaming (non-temporal) stores for large distinct destinations: see dispatch.hpp. They
+// need a 64-byte aligned destination, which the head guarantees when dst is element-aligned.
+KOLO_AVX512_INLINE bool use_streaming_stores(const void* dst, const void* a, const void* b, size_t bytes) {
+  return bytes >= streaming_store_threshold() && dst != a && dst != b &&
+         (reinterpret_cast<uintptr_t>(dst) & 63) == 0;
+}
+
+template <class LaneOp, bool kStream>
 KOLO_AVX512_INLINE void vector_step(char* dst, const char* a, const char* b) {
-  _mm512_storeu_si512(dst, LaneOp::op(_mm512_loadu_si512(a), _mm512_loadu_si512(b)));
+  const __m512i r = LaneOp::op(_mm512_loadu_si512(a), _mm512_loadu_si512(b));
+  if constexpr (kStream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), r);
+  } else {
+    _mm512_storeu_si512(dst, r);
+  }
+}
+
+// Whole vectors: 4 per iteration, then single ones; returns with bytes < 64.
+template <class LaneOp, bool kStream>
+KOLO_AVX512_INLINE void vector_body(char*& dst, const char*& a, const char*& b, size_t& bytes) {
+  for (; bytes >= 256; dst += 256, a += 256, b += 256, bytes -= 256) {
+    vector_step<LaneOp, kStream>(dst, a, b);
+    vector_step<LaneOp, kStream>(dst + 64, a + 64, b + 64);
+    vector_step<LaneOp, kStream>(dst + 128, a + 128, b + 128);
+    vector_step<LaneOp, kStream>(dst + 192, a + 192, b + 192);
+  }
+  for (; bytes >= 64; dst += 64, a += 64, b += 64, bytes -= 64) vector_step<LaneOp, kStream>(dst, a, b);
+  // Streaming stores are weakly ordered: fence them before anyone is told the data is ready.
+  if constexpr (kStream) _mm_sfence();
 }
 
 template <class LaneOp, size_t kElemSize>
@@ -142,105 +169,103 @@ KOLO_AVX512 void vector_kernel(void* dst_void, const void* a_void, const void* b
     masked_vector_step<LaneOp>(dst, a, b, first_bytes_mask(head));
     dst += head, a += head, b += head, bytes -= head;
   }
-  for (; bytes >= 256; dst += 256, a += 256, b += 256, bytes -= 256) {
-    vector_step<LaneOp>(dst, a, b);
-    vector_step<LaneOp>(dst + 64, a + 64, b + 64);
-    vector_step<LaneOp>(dst + 128, a + 128, b + 128);
-    vector_step<LaneOp>(dst + 192, a + 192, b + 192);
+  if (use_streaming_stores(dst, a, b, bytes)) {
+    vector_body<LaneOp, true>(dst, a, b, bytes);
+  } else {
+    vector_body<LaneOp, false>(dst, a, b, bytes);
   }
-  for (; bytes >= 64; dst += 64, a += 64, b += 64, bytes -= 64) vector_step<LaneOp>(dst, a, b);
   if (bytes != 0) masked_vector_step<LaneOp>(dst, a, b, first_bytes_mask(bytes));
 }
 
 // ---------------------------------------------------------------------------------------
-// float16 and bfloat16: 16 elements (256 bits) widen to one register of float32.
+// float16 and bfloat16: a register of 32 values widens to two registers of float32, the
+// float operation runs on each, and the results narrow back into one register. Wrapped as a
+// lane operation, they reuse vector_kernel (heads, tails and streaming stores included);
+// zero lanes from masked loads are harmless +0.0 values.
 
-struct HalfFormat {
-  KOLO_AVX512_INLINE static __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
-  KOLO_AVX512_INLINE static __m256i narrow(__m512 f) {
-    return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+KOLO_AVX512_INLINE __m256i float_to_half_lanes(__m512 f) {
+  return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// Rounds float32 lanes to bfloat16 (nearest-even), leaving the result in the low 16 bits of
+// each 32-bit lane. Integer arithmetic rather than VCVTNEPS2BF16, which not every AVX-512 CPU
+// has and which flushes subnormals to zero.
+KOLO_AVX512_INLINE __m512i float_to_bfloat16_lanes(__m512 f) {
+  const __m512i bits = _mm512_castps_si512(f);
+  const __m512i upper = _mm512_srli_epi32(bits, 16);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(upper, _mm512_set1_epi32(1)));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+  // A NaN keeps its upper payload bits and is made quiet (rounding could turn it into inf).
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, upper, _mm512_set1_epi32(0x40));
+}
+
+struct HalfPair {
+  KOLO_AVX512_INLINE static void widen(__m512i v, __m512& lo, __m512& hi) {
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+  }
+  KOLO_AVX512_INLINE static __m512i narrow(__m512 lo, __m512 hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(float_to_half_lanes(lo)), float_to_half_lanes(hi), 1);
   }
 };
 
-struct BFloat16Format {
-  KOLO_AVX512_INLINE static __m512 widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+struct BFloat16Pair {
+  // Interleaving a zero word below each value makes it a float32. This reorders the values
+  // (UNPCKLWD takes words 0-3 of every 128-bit lane, UNPCKHWD words 4-7); an element-wise
+  // operation does not care, and narrow's PACKUSDW undoes exactly that shuffle.
+  KOLO_AVX512_INLINE static void widen(__m512i v, __m512& lo, __m512& hi) {
+    lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v));
+    hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
   }
-  // Integer rounding to nearest-even rather than VCVTNEPS2BF16, which is not on every
-  // AVX-512 CPU and flushes subnormals to zero.
-  KOLO_AVX512_INLINE static __m256i narrow(__m512 f) {
-    const __m512i bits = _mm512_castps_si512(f);
-    const __m512i upper = _mm512_srli_epi32(bits, 16);
-    const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(upper, _mm512_set1_epi32(1)));
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
-    // A NaN keeps its upper payload bits and is made quiet (rounding could turn it into inf).
-    const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
-    rounded = _mm512_mask_or_epi32(rounded, nan, upper, _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(rounded);
+  KOLO_AVX512_INLINE static __m512i narrow(__m512 lo, __m512 hi) {
+    // The lanes hold values below 2^16, so the unsigned saturation never triggers.
+    return _mm512_packus_epi32(float_to_bfloat16_lanes(lo), float_to_bfloat16_lanes(hi));
   }
 };
 
+template <class Pair, class F32Op>
+struct Through32 {
+  KOLO_AVX512_INLINE static __m512i op(__m512i a, __m512i b) {
+    __m512 a_lo, a_hi, b_lo, b_hi;
+    Pair::widen(a, a_lo, a_hi);
+    Pair::widen(b, b_lo, b_hi);
+    return Pair::narrow(F32Op::op(a_lo, b_lo), F32Op::op(a_hi, b_hi));
+  }
+};
+
+// In-order array conversions (finalize() scales 16-bit floats in float32 through these).
 KOLO_AVX512_INLINE __mmask16 first_lanes_mask(size_t lanes) {
   return lanes >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1);
 }
 
-template <class Format, class F32Op>
-KOLO_AVX512_INLINE void masked_half_step(uint16_t* dst, const uint16_t* a, const uint16_t* b, __mmask16 mask) {
-  const __m512 fa = Format::widen(_mm256_maskz_loadu_epi16(mask, a));
-  const __m512 fb = Format::widen(_mm256_maskz_loadu_epi16(mask, b));
-  _mm256_mask_storeu_epi16(dst, mask, Format::narrow(F32Op::op(fa, fb)));
-}
-
-template <class Format, class F32Op>
-KOLO_AVX512_INLINE void half_step(uint16_t* dst, const uint16_t* a, const uint16_t* b) {
-  const __m512 fa = Format::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
-  const __m512 fb = Format::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), Format::narrow(F32Op::op(fa, fb)));
-}
-
-template <class Format, class F32Op>
-KOLO_AVX512 void half_kernel(void* dst_void, const void* a_void, const void* b_void, size_t count) {
-  auto* dst = static_cast<uint16_t*>(dst_void);
-  const auto* a = static_cast<const uint16_t*>(a_void);
-  const auto* b = static_cast<const uint16_t*>(b_void);
-  const size_t misalignment = reinterpret_cast<uintptr_t>(dst) & 63;
-  if (misalignment != 0 && misalignment % 2 == 0) {
-    size_t head = (64 - misalignment) / 2;  // up to 31 elements
-    if (head > count) head = count;
-    for (size_t done = 0; done < head;) {
-      const size_t lanes = head - done < 16 ? head - done : 16;
-      masked_half_step<Format, F32Op>(dst + done, a + done, b + done, first_lanes_mask(lanes));
-      done += lanes;
-    }
-    dst += head, a += head, b += head, count -= head;
+struct HalfLanes {
+  KOLO_AVX512_INLINE static __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
+  KOLO_AVX512_INLINE static __m256i narrow(__m512 f) { return float_to_half_lanes(f); }
+};
+struct BFloat16Lanes {
+  KOLO_AVX512_INLINE static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  for (; count >= 32; dst += 32, a += 32, b += 32, count -= 32) {
-    half_step<Format, F32Op>(dst, a, b);
-    half_step<Format, F32Op>(dst + 16, a + 16, b + 16);
-  }
-  for (; count != 0;) {
-    const size_t lanes = count < 16 ? count : 16;
-    masked_half_step<Format, F32Op>(dst, a, b, first_lanes_mask(lanes));
-    dst += lanes, a += lanes, b += lanes, count -= lanes;
-  }
-}
+  KOLO_AVX512_INLINE static __m256i narrow(__m512 f) { return _mm512_cvtepi32_epi16(float_to_bfloat16_lanes(f)); }
+};
 
-template <class Format>
+template <class Lanes>
 KOLO_AVX512 void widen_array(const uint16_t* src, float* dst, size_t count) {
   for (; count != 0;) {
     const size_t lanes = count < 16 ? count : 16;
     const __mmask16 mask = first_lanes_mask(lanes);
-    _mm512_mask_storeu_ps(dst, mask, Format::widen(_mm256_maskz_loadu_epi16(mask, src)));
+    _mm512_mask_storeu_ps(dst, mask, Lanes::widen(_mm256_maskz_loadu_epi16(mask, src)));
     src += lanes, dst += lanes, count -= lanes;
   }
 }
 
-template <class Format>
+template <class Lanes>
 KOLO_AVX512 void narrow_array(const float* src, uint16_t* dst, size_t count) {
   for (; count != 0;) {
     const size_t lanes = count < 16 ? count : 16;
     const __mmask16 mask = first_lanes_mask(lanes);
-    _mm256_mask_storeu_epi16(dst, mask, Format::narrow(_mm512_maskz_loadu_ps(mask, src)));
+    _mm256_mask_storeu_epi16(dst, mask, Lanes::narrow(_mm512_maskz_loadu_ps(mask, src)));
     src += lanes, dst += lanes, count -= lanes;
   }
 }
@@ -282,10 +307,10 @@ constexpr void fill_float_row(BinaryKernel (&row)[kNumReduceKinds], const FloatO
   at(ReduceKind::max) = k.max;
 }
 
-template <class Format>
-constexpr FloatOps half_ops() {
-  return {half_kernel<Format, F32Sum>, half_kernel<Format, F32Prod>, half_kernel<Format, F32Min>,
-          half_kernel<Format, F32Max>};
+template <class Pair>
+constexpr FloatOps sixteen_bit_ops() {
+  return {vector_kernel<Through32<Pair, F32Sum>, 2>, vector_kernel<Through32<Pair, F32Prod>, 2>,
+          vector_kernel<Through32<Pair, F32Min>, 2>, vector_kernel<Through32<Pair, F32Max>, 2>};
 }
 
 constexpr KernelTable make_avx512_table() {
@@ -298,18 +323,18 @@ constexpr KernelTable make_avx512_table() {
   fill_integer_row(row(DataType::uint32), integer_ops<4, AddI32, MulI32, MinU32, MaxU32>());
   fill_integer_row(row(DataType::int64), integer_ops<8, AddI64, MulI64, MinI64, MaxI64>());
   fill_integer_row(row(DataType::uint64), integer_ops<8, AddI64, MulI64, MinU64, MaxU64>());
-  fill_float_row(row(DataType::float16), half_ops<HalfFormat>());
-  fill_float_row(row(DataType::bfloat16), half_ops<BFloat16Format>());
+  fill_float_row(row(DataType::float16), sixteen_bit_ops<HalfPair>());
+  fill_float_row(row(DataType::bfloat16), sixteen_bit_ops<BFloat16Pair>());
   fill_float_row(row(DataType::float32),
                  {vector_kernel<OnF32<F32Sum>, 4>, vector_kernel<OnF32<F32Prod>, 4>,
                   vector_kernel<OnF32<F32Min>, 4>, vector_kernel<OnF32<F32Max>, 4>});
   fill_float_row(row(DataType::float64),
                  {vector_kernel<OnF64<F64Sum>, 8>, vector_kernel<OnF64<F64Prod>, 8>,
                   vector_kernel<OnF64<F64Min>, 8>, vector_kernel<OnF64<F64Max>, 8>});
-  table.half_to_float = widen_array<HalfFormat>;
-  table.float_to_half = narrow_array<HalfFormat>;
-  table.bfloat16_to_float = widen_array<BFloat16Format>;
-  table.float_to_bfloat16 = narrow_array<BFloat16Format>;
+  table.half_to_float = widen_array<HalfLanes>;
+  table.float_to_half = narrow_array<HalfLanes>;
+  table.bfloat16_to_float = widen_array<BFloat16Lanes>;
+  table.float_to_bfloat16 = narrow_array<BFloat16Lanes>;
   return table;
 }
 

@@ -24,7 +24,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_SECRET", "", "Shared job secret checked in every connection handshake. Empty: rank 0 makes one and shares it through the store."},
       {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
-      {"KOLO_SPIN_US", "50", "How long a waiting rank polls without sleeping before it blocks in epoll."},
+      {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},
   };
   return table;
 }

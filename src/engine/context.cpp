@@ -71,10 +71,11 @@ void Context::peer_failed(int peer, transport::Failure why, const std::string& d
   failure_.peer = peer;
   failure_.why = why;
   failure_.detail = detail;
+  if (why == transport::Failure::tag_mismatch || why == transport::Failure::size_mismatch) failure_.kind = ErrorKind::mismatch;
   if (why == transport::Failure::peer_aborted) {
     int culprit = -1;
     std::string message;
-    decode_abort_reason(detail, &culprit, &message);
+    decode_abort_reason(detail, &culprit, &failure_.kind, &message);
     failure_.peer = culprit >= 0 ? culprit : peer;
     failure_.detail = "rank " + std::to_string(peer) + " aborted: " + message;
   }
@@ -101,19 +102,25 @@ std::vector<int> Context::close(std::chrono::steady_clock::time_point deadline) 
   return missing;
 }
 
-std::string encode_abort_reason(int culprit, const std::string& message) { return std::to_string(culprit) + "\n" + message; }
+std::string encode_abort_reason(int culprit, ErrorKind kind, const std::string& message) {
+  return std::to_string(culprit) + "\n" + static_cast<char>(kind) + "\n" + message;
+}
 
-void decode_abort_reason(const std::string& reason, int* culprit, std::string* message) {
-  auto nl = reason.find('\n');
-  if (nl == std::string::npos) {
-    *message = reason;
+void decode_abort_reason(const std::string& reason, int* culprit, ErrorKind* kind, std::string* message) {
+  // Anything not in the expected form is shown as it came.
+  *message = reason;
+  auto nl1 = reason.find('\n');
+  if (nl1 == std::string::npos || nl1 + 2 >= reason.size() || reason[nl1 + 2] != '\n') return;
+  try {
+    *culprit = std::stoi(reason.substr(0, nl1));
+  } catch (const std::exception&) {
     return;
   }
-  try {
-    *culprit = std::stoi(reason.substr(0, nl));
-  } catch (const std::exception&) {
-  }
-  *message = reason.substr(nl + 1);
+  char k = reason[nl1 + 1];
+  if (k == 'T') *kind = ErrorKind::timeout;
+  else if (k == 'M') *kind = ErrorKind::mismatch;
+  else *kind = ErrorKind::peer;
+  *message = reason.substr(nl1 + 3);
 }
 
 }  // namespace kolo::engine

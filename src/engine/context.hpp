@@ -13,9 +13,13 @@
 
 namespace kolo::engine {
 
+// What kind of error the group's first failure was, so that every rank raises the same type.
+enum class ErrorKind : char { peer = 'P', timeout = 'T', mismatch = 'M' };
+
 struct PeerFailure {
   int peer = -1;            // the rank that caused it (for an abort notice: the rank it blames)
   transport::Failure why = transport::Failure::none;
+  ErrorKind kind = ErrorKind::peer;
   std::string detail;
 };
 
@@ -59,9 +63,10 @@ class Context final : public transport::FailureSink {
   bool aborted_ = false;
 };
 
-// Abort notices carry the rank to blame first, so that a rank that learns of a failure second
-// hand still names the original culprit: "<rank>\n<message>".
-std::string encode_abort_reason(int culprit, const std::string& message);
-void decode_abort_reason(const std::string& reason, int* culprit, std::string* message);
+// Abort notices carry the rank to blame and the kind of error first, so that a rank that learns
+// of a failure second hand still names the original culprit and raises the same exception type:
+// "<rank>\n<kind>\n<message>".
+std::string encode_abort_reason(int culprit, ErrorKind kind, const std::string& message);
+void decode_abort_reason(const std::string& reason, int* culprit, ErrorKind* kind, std::string* message);
 
 }  // namespace kolo::engine

@@ -75,10 +75,15 @@ void EngineComm::wait(algo::Req r) {
     bool moved = ctx_.poll();
     if (req.state != Request::State::pending) break;
     auto now = Clock::now();
-    if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req));
-    if (!moved && now >= spin_until) {
-      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
-      ctx_.block(std::min(left, std::chrono::microseconds(50000)));
+    if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req), req.peer);
+    if (!moved) {
+      if (now >= spin_until) {
+        auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
+        ctx_.block(std::min(left, std::chrono::microseconds(50000)));
+      } else {
+        // Let the peer's threads run when cores are scarce (more threads than cores).
+        std::this_thread::yield();
+      }
     }
   }
   if (req.state == Request::State::failed) raise(req);
@@ -106,11 +111,32 @@ void raise_request_failure(const std::string& where, const Request& r, const Con
   }
   // The transport's own failure, or the group's first failure if this request was failed
   // because another connection broke.
-  if (ctx.has_failure()) {
-    PeerFailure f = ctx.failure();
-    throw PeerError("kolo: " + where + " failed: " + f.detail, f.peer);
-  }
+  if (ctx.has_failure()) raise_failure(where, ctx.failure());
   throw PeerError("kolo: " + where + " failed: " + r.detail, r.peer);
+}
+
+void raise_failure(const std::string& where, const PeerFailure& f) {
+  std::string msg = "kolo: " + where + " failed: " + f.detail;
+  switch (f.kind) {
+    case ErrorKind::timeout: throw TimeoutError(msg, f.peer);
+    case ErrorKind::mismatch: throw MismatchError(msg, f.peer);
+    case ErrorKind::peer: break;
+  }
+  throw PeerError(msg, f.peer);
+}
+
+void classify(const std::exception& e, int* culprit, ErrorKind* kind) {
+  *culprit = -1;
+  *kind = ErrorKind::peer;
+  if (auto* m = dynamic_cast<const MismatchError*>(&e)) {
+    *culprit = m->peer_rank();
+    *kind = ErrorKind::mismatch;
+  } else if (auto* p = dynamic_cast<const PeerError*>(&e)) {
+    *culprit = p->peer_rank();
+  } else if (auto* t = dynamic_cast<const TimeoutError*>(&e)) {
+    *culprit = t->peer_rank();
+    *kind = ErrorKind::timeout;
+  }
 }
 
 void EngineComm::raise(const Request& r) { raise_request_failure(where(), r, ctx_); }
@@ -123,7 +149,7 @@ void EngineComm::raise_group_failure() {
       if (r.state == Request::State::failed && (r.failure == Failure::tag_mismatch || r.failure == Failure::size_mismatch))
         raise(r);
   }
-  throw PeerError("kolo: " + where() + " failed: " + f.detail, f.peer);
+  raise_failure(where(), f);
 }
 
 void EngineComm::reduce(void* dst, const void* src, size_t count) {

@@ -62,5 +62,10 @@ class EngineComm final : public algo::Comm {
 // Shared with point-to-point handling in the executor.
 std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r);
 [[noreturn]] void raise_request_failure(const std::string& where, const transport::Request& r, const Context& ctx);
+// Throws the group's first failure as seen from `where`, with the same exception type the rank
+// that first saw it raised (TimeoutError, MismatchError or PeerError).
+[[noreturn]] void raise_failure(const std::string& where, const PeerFailure& f);
+// The rank to blame and the kind of a kolo exception, for the abort notice.
+void classify(const std::exception& e, int* culprit, ErrorKind* kind);
 
 }  // namespace kolo::engine

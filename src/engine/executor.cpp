@@ -1,5 +1,7 @@
 #include "engine/executor.hpp"
 
+#include <utility>
+
 #include "common/log.hpp"
 #include "engine/config.hpp"
 #include "kolo/error.hpp"
@@ -60,6 +62,7 @@ void Executor::close_and_join() {
   cv_.notify_all();
   ctx_->wake();
   if (thread_.joinable()) thread_.join();
+  if (close_error_) std::rethrow_exception(std::exchange(close_error_, nullptr));
 }
 
 bool Executor::failed() const { return failed_.load(); }
@@ -81,10 +84,17 @@ std::exception_ptr Executor::not_run_error(const Task& t) const {
       PeerError("kolo: " + where(t) + " was not run: the group failed earlier: " + group_error_text_, peer));
 }
 
-void Executor::fail_group(const std::string& reason, int culprit) {
+void Executor::fail_group(const std::exception& e) {
+  int culprit;
+  ErrorKind kind;
+  classify(e, &culprit, &kind);
+  fail_group(e.what(), culprit, kind);
+}
+
+void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind) {
   if (failed_.exchange(true)) return;
   KOLO_LOG(error, reason);
-  ctx_->abort(encode_abort_reason(culprit, reason));
+  ctx_->abort(encode_abort_reason(culprit, kind, reason));
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   for (auto& p : pending_)
     p.work->finish(std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
@@ -115,7 +125,7 @@ void Executor::loop() {
         PeerFailure f = ctx_->failure();
         fail_group("kolo: rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
                        group_.name + "): " + f.detail,
-                   f.peer);
+                   f.peer, f.kind);
         continue;
       }
       if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));
@@ -139,6 +149,17 @@ void Executor::loop() {
         }
         if (!failed_) {
           auto missing = ctx_->close(Clock::now() + close_timeout_);
+          if (ctx_->has_failure()) {
+            // A peer aborted after this rank's last operation finished (e.g. it was the root of
+            // a broadcast that another rank could not match): report it from shutdown().
+            try {
+              raise_failure("shutdown of rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) +
+                                " (group " + group_.name + ")",
+                            ctx_->failure());
+            } catch (const Error&) {
+              close_error_ = std::current_exception();
+            }
+          }
           if (!missing.empty()) {
             std::string list;
             for (int p : missing) list += (list.empty() ? "" : ", ") + std::to_string(p);
@@ -162,20 +183,18 @@ void Executor::run_collective(Task& t) {
     t.algorithm->run(comm);
   } catch (const Error& e) {
     // Abort while `comm` (which owns the requests the transports point at) is still alive.
-    int culprit = -1;
-    if (auto* pe = dynamic_cast<const PeerError*>(&e)) culprit = pe->peer_rank();
     if (!group_error_) {
       group_error_ = std::current_exception();
       group_error_text_ = e.what();
     }
-    fail_group(e.what(), culprit);
+    fail_group(e);
     t.work->finish(std::current_exception());
     return;
   } catch (const std::exception& e) {
     std::string msg = "kolo: " + where(t) + ": internal error: " + e.what();
     group_error_ = std::make_exception_ptr(Error(msg));
     group_error_text_ = msg;
-    fail_group(msg, -1);
+    fail_group(msg, -1, ErrorKind::peer);
     t.work->finish(group_error_);
     return;
   }
@@ -211,11 +230,8 @@ void Executor::check_pending() {
       std::exception_ptr err;
       try {
         if (r.state == Request::State::pending && !ctx_->has_failure())
-          throw TimeoutError(format_timeout(it->where, it->timeout, r));
-        if (r.state == Request::State::pending) {
-          PeerFailure f = ctx_->failure();
-          throw PeerError("kolo: " + it->where + " failed: " + f.detail, f.peer);
-        }
+          throw TimeoutError(format_timeout(it->where, it->timeout, r), r.peer);
+        if (r.state == Request::State::pending) raise_failure(it->where, ctx_->failure());
         raise_request_failure(it->where, r, *ctx_);
       } catch (const Error& e) {
         err = std::current_exception();
@@ -223,14 +239,12 @@ void Executor::check_pending() {
           group_error_ = err;
           group_error_text_ = e.what();
         }
+        std::list<Pending> failing;
+        failing.splice(failing.begin(), pending_, it);
+        fail_group(e);
+        failing.front().work->finish(err);
+        return;
       }
-      // Take this one out (fail_group finishes the others), but keep its request alive until
-      // the abort has cleared the transport's queues.
-      std::list<Pending> failing;
-      failing.splice(failing.begin(), pending_, it);
-      fail_group(group_error_text_, r.peer);
-      failing.front().work->finish(err);
-      return;
     }
     ++it;
   }

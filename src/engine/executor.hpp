@@ -40,6 +40,7 @@ class Executor {
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
+  // Throws if a peer turned out to have failed or aborted during the goodbye.
   void close_and_join();
   bool failed() const;
 
@@ -56,7 +57,8 @@ class Executor {
   void run_collective(Task& t);
   void post_point_to_point(Task& t);
   void check_pending();
-  void fail_group(const std::string& reason, int culprit);
+  void fail_group(const std::string& reason, int culprit, ErrorKind kind);
+  void fail_group(const std::exception& e);
   std::exception_ptr not_run_error(const Task& t) const;
   std::string where(const Task& t) const;
 
@@ -75,6 +77,7 @@ class Executor {
   std::exception_ptr group_error_;
   std::string group_error_text_;
   std::atomic<bool> failed_{false};
+  std::exception_ptr close_error_;
   std::thread thread_;
 };
 

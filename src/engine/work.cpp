@@ -8,8 +8,8 @@ namespace kolo {
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout < std::chrono::milliseconds::zero()) {
-    cv_.wait(lk, [&] { return done_; });
-  } else if (!cv_.wait_for(lk, timeout, [&] { return done_; })) {
+    cv_.wait(lk, [&] { return released_; });
+  } else if (!cv_.wait_for(lk, timeout, [&] { return released_; })) {
     throw TimeoutError("kolo: wait() gave up after " + std::to_string(timeout.count()) + " ms: " + op_name_ + " #" +
                        std::to_string(seq_) + " is still running");
   }
@@ -47,6 +47,8 @@ void Work::on_complete(std::function<void(Work&)> fn) {
 }
 
 void Work::finish(std::exception_ptr error) {
+  // Callbacks run before waiters are released, so that after wait() returns every callback
+  // registered before completion has run.
   std::vector<std::function<void(Work&)>> cbs;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -55,7 +57,6 @@ void Work::finish(std::exception_ptr error) {
     error_ = std::move(error);
     cbs.swap(callbacks_);
   }
-  cv_.notify_all();
   for (auto& fn : cbs) {
     try {
       fn(*this);
@@ -63,6 +64,11 @@ void Work::finish(std::exception_ptr error) {
       KOLO_LOG(warn, "a completion callback of " << op_name_ << " #" << seq_ << " threw: " << e.what());
     }
   }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    released_ = true;
+  }
+  cv_.notify_all();
 }
 
 }  // namespace kolo

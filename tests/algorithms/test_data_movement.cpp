@@ -55,7 +55,7 @@ struct Input {
     fill_pattern(buf.data(), elems, es, src);
     before.assign(buf.data(), buf.data() + buf.bytes());
   }
-  bool unchanged() const { return buf.guards_intact() && std::memcmp(buf.data(), before.data(), before.size()) == 0; }
+  bool unchanged() const { return buf.guards_intact() && same_bytes(buf.data(), before.data(), before.size()); }
 };
 
 std::string run_allgather(const algo::Algorithm& algo, const Move& m) {
@@ -272,7 +272,7 @@ std::string run_alltoallv(const algo::Algorithm& algo, int nranks, size_t scale,
   if (std::string err = run_algorithm(algo, args, {.chunk_bytes = 8}); !err.empty()) return what + err;
   for (size_t r = 0; r < P; ++r) {
     if (!send[r].guards_intact() || !recv[r].guards_intact()) return what + "rank " + std::to_string(r) + " wrote outside its buffers";
-    if (!in_place && std::memcmp(send[r].data(), before[r].data(), before[r].size()) != 0)
+    if (!in_place && !same_bytes(send[r].data(), before[r].data(), before[r].size()))
       return what + "rank " + std::to_string(r) + "'s send buffer changed";
     const auto* out = static_cast<const unsigned char*>(args[r].recv);
     for (size_t s = 0; s < P; ++s) {

@@ -47,7 +47,7 @@ std::string check_common(const Buffers& b, bool in_place) {
   for (size_t r = 0; r < b.send.size(); ++r) {
     if (!b.send[r].guards_intact() || !b.recv[r].guards_intact())
       return "rank " + std::to_string(r) + " wrote outside its buffers";
-    if (!in_place && std::memcmp(b.send[r].data(), b.send_before[r].data(), b.send[r].bytes()) != 0)
+    if (!in_place && !same_bytes(b.send[r].data(), b.send_before[r].data(), b.send[r].bytes()))
       return "rank " + std::to_string(r) + "'s send buffer changed in an out-of-place call";
   }
   return "";
@@ -134,7 +134,7 @@ std::string run_reduce(const algo::Algorithm& algo, const Shape& s) {
       return label(s) + "root " + e;
   // Non-root inputs must survive even in-place (only the root's buffer is an output).
   for (int r = 0; r < s.nranks; ++r)
-    if (r != s.root && std::memcmp(b.send[r].data(), b.send_before[r].data(), b.send[r].bytes()) != 0)
+    if (r != s.root && !same_bytes(b.send[r].data(), b.send_before[r].data(), b.send[r].bytes()))
       return label(s) + "non-root rank " + std::to_string(r) + "'s send buffer changed";
   if (std::string e = check_common(b, s.in_place); !e.empty()) return label(s) + e;
   return "";

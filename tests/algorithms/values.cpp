@@ -248,6 +248,8 @@ std::string check_pattern(const void* got, size_t count, size_t elem_size, int s
   return "";
 }
 
+bool same_bytes(const void* a, const void* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
+
 GuardedBuffer::GuardedBuffer(size_t bytes, uint8_t fill) : mem_(bytes + 2 * kGuard, 0x5C), bytes_(bytes) {
   std::memset(mem_.data() + kGuard, fill, bytes);
 }

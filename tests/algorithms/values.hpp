@@ -45,6 +45,9 @@ void fill_pattern(void* base, size_t count, size_t elem_size, int src, size_t fi
 // "" if elements [0, count) of `got` equal rank src's pattern from first_index on.
 std::string check_pattern(const void* got, size_t count, size_t elem_size, int src, size_t first_index = 0);
 
+// memcmp that accepts empty ranges with null pointers (std::vector::data() of an empty vector).
+bool same_bytes(const void* a, const void* b, size_t n);
+
 // A buffer with guard bytes on both sides, to catch writes outside the buffer.
 class GuardedBuffer {
  public:

@@ -2,19 +2,36 @@
 // them in the environment), the environment every launch gets, and helpers to read a rank's
 // error line.
 #pragma once
+#include <unistd.h>
+
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "process_world.hpp"
 
 namespace kolo::coltest {
 
-inline std::string binary_from_env(const char* name) {
+// The path in environment variable `name` (set by meson test), else `fallback` relative to the
+// directory of this test binary (the build tree's layout), so the binary also runs by hand.
+inline std::string binary_path(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
+  std::string path;
+  if (v != nullptr && *v != '\0') {
+    path = v;
+  } else {
+    char self[4096] = {};
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string dir = len > 0 ? std::string(self, static_cast<size_t>(len)) : std::string();
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    path = dir + fallback;
+  }
+  if (access(path.c_str(), X_OK) != 0)
+    throw std::runtime_error(std::string(name) + ": no executable at '" + path + "' (meson test sets " + name + ")");
+  return path;
 }
-inline std::string worker_binary() { return binary_from_env("KOLO_TEST_WORKER"); }
-inline std::string perf_binary() { return binary_from_env("KOLO_PERF_BINARY"); }
+inline std::string worker_binary() { return binary_path("KOLO_TEST_WORKER", "kolo-test-worker"); }
+inline std::string perf_binary() { return binary_path("KOLO_PERF_BINARY", "../../bench/perf/kolo-perf"); }
 
 // A launch of the worker running `scenario` on `world` ranks. KOLO_TIMEOUT bounds every
 // collective inside; `deadline` bounds the whole launch.

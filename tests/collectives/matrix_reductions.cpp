@@ -8,10 +8,8 @@
 namespace kolo::coltest {
 namespace {
 
-void fill_inputs(GuardedBuffer& b, size_t first, size_t count, const MatrixCase& c, const ReduceOp& op, int world,
-                 int rank, size_t index_base) {
-  for (size_t i = 0; i < count; ++i)
-    store_element(c.dtype, b.element(first + i), 0, reduce_input(c.dtype, op, world, rank, index_base + i));
+void fill_inputs(GuardedBuffer& b, size_t count, const ReduceReference& ref, int rank) {
+  for (size_t i = 0; i < count; ++i) store_element(b.dtype(), b.element(i), 0, ref.input(rank, i));
 }
 
 template <class Options>
@@ -31,19 +29,20 @@ void run_reduction_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log)
   const size_t n = c.count;
   const auto N = static_cast<size_t>(world);
   const DataType t = c.dtype;
+  const ReduceReference ref(t, op, world);
 
   if (c.coll == Coll::reduce_scatter) {
     // send holds count*world; in place the result is this rank's block of it.
     GuardedBuffer send(t, n * N);
     std::optional<GuardedBuffer> separate_recv;
-    fill_inputs(send, 0, n * N, c, op, world, rank, 0);
+    fill_inputs(send, n * N, ref, rank);
     if (!c.in_place) separate_recv.emplace(t, n);
     void* recv_ptr = c.in_place ? send.element(static_cast<size_t>(rank) * n) : separate_recv->data();
     Snapshot input(send.data(), c.in_place ? 0 : n * N * dtype_size(t));
     auto o = options_for<ReduceScatterOptions>(c, op);
     group.reduce_scatter(Buffer(send.data(), n * N, t), Buffer(recv_ptr, n, t), o)->wait();
     log.expect_elements("recv", t, recv_ptr, n,
-                        [&](size_t i) { return reduce_expected(t, op, world, static_cast<size_t>(rank) * n + i); });
+                        [&](size_t i) { return ref.expected(static_cast<size_t>(rank) * n + i); });
     log.expect(send.guards_intact() && (!separate_recv || separate_recv->guards_intact()), "guard zone overwritten");
     log.expect(input.unchanged(), "out-of-place input was modified");
     return;
@@ -51,7 +50,7 @@ void run_reduction_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log)
 
   // allreduce and reduce: in place, one buffer.
   GuardedBuffer send(t, n);
-  fill_inputs(send, 0, n, c, op, world, rank, 0);
+  fill_inputs(send, n, ref, rank);
   const bool receives = c.coll == Coll::allreduce || rank == c.root;
   std::optional<GuardedBuffer> separate_recv;
   if (!c.in_place && receives) separate_recv.emplace(t, n);
@@ -66,7 +65,7 @@ void run_reduction_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log)
     group.reduce(Buffer(send.data(), n, t), recv, o)->wait();
   }
   if (receives)
-    log.expect_elements("recv", t, recv.ptr, n, [&](size_t i) { return reduce_expected(t, op, world, i); });
+    log.expect_elements("recv", t, recv.ptr, n, [&](size_t i) { return ref.expected(i); });
   log.expect(send.guards_intact() && (!separate_recv || separate_recv->guards_intact()), "guard zone overwritten");
   log.expect(input.unchanged(), "out-of-place input was modified");
 }

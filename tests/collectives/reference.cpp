@@ -22,7 +22,7 @@ TypeFacts facts(DataType t) {
     case DataType::int32: return {2147483647.0L, true, 30, 32};
     case DataType::uint32: return {4294967295.0L, false, 31, 32};
     case DataType::int64: return {std::ldexp(1.0L, 62), true, 62, 64};
-    case DataType::uint64: return {std::ldexp(1.0L, 63), false, 63, 64};
+    case DataType::uint64: return {std::ldexp(1.0L, 63), false, 62, 64};
     case DataType::float16: return {2048.0L, true, 14, 16};
     case DataType::bfloat16: return {256.0L, true, 60, 16};
     case DataType::float32: return {16777216.0L, true, 60, 32};
@@ -39,39 +39,6 @@ long double pattern_value(uint64_t pattern, const TypeFacts& f) {
   if (!f.is_signed) return static_cast<long double>(pattern);
   const int shift = 64 - f.width;
   return static_cast<long double>(static_cast<int64_t>(pattern << shift) >> shift);
-}
-
-uint64_t value_pattern(long double v, const TypeFacts& f) {
-  const uint64_t bits = v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v)) : static_cast<uint64_t>(v);
-  return bits & mask_of(f.width);
-}
-
-// The bound on |input| of sum-like reductions: no partial sum of nranks inputs leaves the
-// exact range. Kept at most 2^20 so the values stay readable in diagnostics.
-long double sum_bound(DataType t, const ReduceOp& op, int nranks) {
-  const TypeFacts f = facts(t);
-  const bool doubled = op.kind == ReduceKind::premul_sum && !is_floating(t);  // factor 2
-  const long double divisor = static_cast<long double>(nranks) * (doubled ? 2 : 1);
-  return std::fmin(std::floor(f.exact / divisor), 1048576.0L);
-}
-
-long double avg_input(DataType t, int nranks, int rank, size_t index) {
-  const TypeFacts f = facts(t);
-  const long double bound = sum_bound(t, ReduceKind::avg, nranks);
-  const long double spread = nranks - 1;  // |offset| <= n-1
-  const auto hash = static_cast<uint64_t>(index) * 7919u + 3u;
-  long double a;
-  if (f.is_signed) {
-    const long double room = std::fmax(bound - spread, 0.0L);
-    a = static_cast<long double>(hash % static_cast<uint64_t>(2 * room + 1)) - room;
-  } else {
-    const long double room = std::fmax(bound - 2 * spread, 0.0L);
-    a = spread + static_cast<long double>(hash % static_cast<uint64_t>(room + 1));
-  }
-  const size_t n = static_cast<size_t>(nranks);
-  const auto offset = static_cast<long double>((static_cast<size_t>(rank) + index) % n) -
-                      static_cast<long double>((static_cast<size_t>(rank) + index + 1) % n);
-  return a + offset;
 }
 
 }  // namespace
@@ -106,71 +73,120 @@ long double data_value(DataType t, int rank, size_t index, uint32_t salt) {
   }
 }
 
-long double reduce_input(DataType t, const ReduceOp& op, int nranks, int rank, size_t index) {
+ReduceReference::ReduceReference(DataType t, const ReduceOp& op, int nranks)
+    : dtype_(t), op_(op), nranks_(nranks < 1 ? 1 : nranks) {
   const TypeFacts f = facts(t);
+  signed_ = f.is_signed;
+  width_ = f.width;
+  prod_twos_ = f.prod_twos;
+  // No partial sum of nranks inputs may leave the exact range; integer premul_sum doubles the
+  // sum. At most 2^20, so values stay readable in diagnostics.
+  const bool doubled = op.kind == ReduceKind::premul_sum && !is_floating(t);
+  const long double divisor = static_cast<long double>(nranks_) * (doubled ? 2 : 1);
+  bound_ = static_cast<int64_t>(std::fmin(std::floor(f.exact / divisor), 1048576.0L));
+}
+
+int64_t ReduceReference::integer_input(int rank, size_t index) const {
   const auto r = static_cast<uint64_t>(rank);
   const auto i = static_cast<uint64_t>(index);
-  switch (op.kind) {
+  switch (op_.kind) {
     case ReduceKind::sum:
     case ReduceKind::premul_sum: {
-      const auto bound = static_cast<uint64_t>(sum_bound(t, op, nranks));
       const uint64_t h = i * 2654435761u + r * 40503u + 17u;
-      if (!f.is_signed) return static_cast<long double>(h % (bound + 1));
-      return static_cast<long double>(h % (2 * bound + 1)) - static_cast<long double>(bound);
+      const auto b = static_cast<uint64_t>(bound_);
+      if (!signed_) return static_cast<int64_t>(h % (b + 1));
+      return static_cast<int64_t>(h % (2 * b + 1)) - bound_;
     }
-    case ReduceKind::avg:
-      return avg_input(t, nranks, rank, index);
+    case ReduceKind::avg: {
+      // a(i) + ((r+i) mod n) - ((r+i+1) mod n): the offsets cancel over all ranks.
+      const auto n = static_cast<uint64_t>(nranks_);
+      const int64_t spread = nranks_ - 1;
+      const uint64_t h = i * 7919u + 3u;
+      int64_t a;
+      if (signed_) {
+        const int64_t room = bound_ - spread > 0 ? bound_ - spread : 0;
+        a = static_cast<int64_t>(h % static_cast<uint64_t>(2 * room + 1)) - room;
+      } else {
+        const int64_t room = bound_ - 2 * spread > 0 ? bound_ - 2 * spread : 0;
+        a = spread + static_cast<int64_t>(h % static_cast<uint64_t>(room + 1));
+      }
+      return a + static_cast<int64_t>((r + i) % n) - static_cast<int64_t>((r + i + 1) % n);
+    }
     case ReduceKind::prod: {
-      const bool two = rank < f.prod_twos && (i + r) % 3 == 0;
-      const bool negative = f.is_signed && (i + 2 * r) % 5 == 1;
-      return (two ? 2.0L : 1.0L) * (negative ? -1.0L : 1.0L);
+      const bool two = rank < prod_twos_ && (i + r) % 3 == 0;
+      const bool negative = signed_ && (i + 2 * r) % 5 == 1;
+      return (two ? 2 : 1) * (negative ? -1 : 1);
     }
     case ReduceKind::min:
     case ReduceKind::max: {
-      const long double v = static_cast<long double>((i * 31 + r * 17 + 5) % 201);
-      return f.is_signed ? v - 100 : v;
+      const auto v = static_cast<int64_t>((i * 31 + r * 17 + 5) % 201);
+      return signed_ ? v - 100 : v;
     }
-    case ReduceKind::band:
-      return pattern_value(~(uint64_t{1} << ((i + 3 * r) % static_cast<uint64_t>(f.width))), f);
-    case ReduceKind::bor:
-      return pattern_value((uint64_t{1} << ((i * 5 + r) % static_cast<uint64_t>(f.width))) |
-                               (uint64_t{1} << ((r * 7 + 1) % static_cast<uint64_t>(f.width))),
-                           f);
-    case ReduceKind::bxor: {
+    default:
+      throw std::logic_error("bitwise ops have bit-pattern inputs");
+  }
+}
+
+uint64_t ReduceReference::pattern_input(int rank, size_t index) const {
+  const auto r = static_cast<uint64_t>(rank);
+  const auto i = static_cast<uint64_t>(index);
+  const auto w = static_cast<uint64_t>(width_);
+  switch (op_.kind) {
+    case ReduceKind::band: return ~(uint64_t{1} << ((i + 3 * r) % w)) & mask_of(width_);
+    case ReduceKind::bor: return (uint64_t{1} << ((i * 5 + r) % w)) | (uint64_t{1} << ((r * 7 + 1) % w));
+    default: {
       uint64_t x = i * 0x9E3779B97F4A7C15ull + (r + 1) * 0xC2B2AE3D27D4EB4Full;
       x ^= x >> 29;
-      return pattern_value(x, f);
+      return x & mask_of(width_);
     }
   }
-  throw std::logic_error("unknown reduce kind");
+}
+
+long double ReduceReference::pattern_as_value(uint64_t pattern) const {
+  return pattern_value(pattern, TypeFacts{0, signed_, 0, width_});
+}
+
+long double ReduceReference::input(int rank, size_t index) const {
+  if (op_.is_bitwise()) return pattern_as_value(pattern_input(rank, index));
+  return static_cast<long double>(integer_input(rank, index));
+}
+
+long double ReduceReference::expected(size_t index) const {
+  if (op_.is_bitwise()) {
+    uint64_t bits = pattern_input(0, index);
+    for (int r = 1; r < nranks_; ++r) {
+      const uint64_t v = pattern_input(r, index);
+      if (op_.kind == ReduceKind::band) bits &= v;
+      else if (op_.kind == ReduceKind::bor) bits |= v;
+      else bits ^= v;
+    }
+    return pattern_as_value(bits);
+  }
+  // Exact in int64: sums stay below 2^21 * 8, products below 2^63.
+  int64_t acc = integer_input(0, index);
+  for (int r = 1; r < nranks_; ++r) {
+    const int64_t v = integer_input(r, index);
+    switch (op_.kind) {
+      case ReduceKind::prod: acc *= v; break;
+      case ReduceKind::min: acc = v < acc ? v : acc; break;
+      case ReduceKind::max: acc = v > acc ? v : acc; break;
+      default: acc += v; break;  // sum, premul_sum, avg
+    }
+  }
+  if (op_.kind == ReduceKind::avg) {
+    if (acc % nranks_ != 0) throw std::logic_error("avg inputs must sum to a multiple of nranks");
+    return static_cast<long double>(acc / nranks_);
+  }
+  if (op_.kind == ReduceKind::premul_sum) return static_cast<long double>(acc) * static_cast<long double>(op_.factor);
+  return static_cast<long double>(acc);
+}
+
+long double reduce_input(DataType t, const ReduceOp& op, int nranks, int rank, size_t index) {
+  return ReduceReference(t, op, nranks).input(rank, index);
 }
 
 long double reduce_expected(DataType t, const ReduceOp& op, int nranks, size_t index) {
-  const TypeFacts f = facts(t);
-  long double acc = reduce_input(t, op, nranks, 0, index);
-  uint64_t bits = value_pattern(acc, f);
-  for (int r = 1; r < nranks; ++r) {
-    const long double v = reduce_input(t, op, nranks, r, index);
-    switch (op.kind) {
-      case ReduceKind::sum:
-      case ReduceKind::premul_sum:
-      case ReduceKind::avg: acc += v; break;
-      case ReduceKind::prod: acc *= v; break;
-      case ReduceKind::min: acc = std::fmin(acc, v); break;
-      case ReduceKind::max: acc = std::fmax(acc, v); break;
-      case ReduceKind::band: bits &= value_pattern(v, f); break;
-      case ReduceKind::bor: bits |= value_pattern(v, f); break;
-      case ReduceKind::bxor: bits ^= value_pattern(v, f); break;
-    }
-  }
-  switch (op.kind) {
-    case ReduceKind::band:
-    case ReduceKind::bor:
-    case ReduceKind::bxor: return pattern_value(bits, f);
-    case ReduceKind::avg: return acc / nranks;  // exact: the sum is nranks * a(i)
-    case ReduceKind::premul_sum: return acc * static_cast<long double>(op.factor);
-    default: return acc;
-  }
+  return ReduceReference(t, op, nranks).expected(index);
 }
 
 uint16_t half_bits(float value) {

@@ -28,9 +28,32 @@ bool op_valid_for(ReduceKind kind, DataType t);  // bitwise ops need an integer 
 // What rank `rank` holds at `index` for data movement collectives; `salt` varies it per case.
 long double data_value(DataType t, int rank, size_t index, uint32_t salt);
 
-// What rank `rank` contributes at `index` to a reduction with `op` over `nranks` ranks.
+// A reduction's inputs and result, with everything that depends only on (type, op, nranks)
+// worked out once: the hot path of large cases.
+class ReduceReference {
+ public:
+  ReduceReference(DataType t, const ReduceOp& op, int nranks);
+  // What rank `rank` contributes at `index`.
+  long double input(int rank, size_t index) const;
+  // The result of the reduction over all ranks at `index`.
+  long double expected(size_t index) const;
+
+ private:
+  int64_t integer_input(int rank, size_t index) const;  // every op but the bitwise ones
+  uint64_t pattern_input(int rank, size_t index) const;  // bitwise ops
+  long double pattern_as_value(uint64_t pattern) const;
+
+  DataType dtype_;
+  ReduceOp op_;
+  int nranks_;
+  bool signed_;
+  int width_;
+  int prod_twos_;
+  int64_t bound_;  // |input| bound of sum-like ops
+};
+
+// Conveniences for a single element.
 long double reduce_input(DataType t, const ReduceOp& op, int nranks, int rank, size_t index);
-// The result of that reduction at `index`.
 long double reduce_expected(DataType t, const ReduceOp& op, int nranks, size_t index);
 
 // Typed element access: store converts the (exact) value to the element type.

@@ -16,16 +16,25 @@ void scenario_allreduce_loop(WorkerContext& ctx) {
   constexpr size_t kCount = 16 * 1024;
   const ReduceOp op = ReduceKind::sum;
   std::vector<float> data(kCount);
+  const ReduceReference ref(DataType::float32, op, group.size());
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (int iteration = 0; std::chrono::steady_clock::now() < until; ++iteration) {
     ctx.log.begin_case("iteration " + std::to_string(iteration));
-    for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(reduce_input(DataType::float32, op, group.size(), group.rank(), i));
+    for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(ref.input(group.rank(), i));
     group.allreduce(Buffer(data.data(), kCount))->wait();
     ctx.log.expect_elements("result", DataType::float32, data.data(), kCount,
-                            [&](size_t i) { return reduce_expected(DataType::float32, op, group.size(), i); });
+                            [&](size_t i) { return ref.expected(i); });
     if (iteration == 0) ctx.say("loop started");
   }
   ctx.log.end_case();
+}
+
+// After a mismatched collective, a barrier: a rank whose own part of the mismatched call could
+// complete (a broadcast root only sends) must still learn of the failure at its next call.
+void barrier_after_mismatch(WorkerContext& ctx, ProcessGroup& group) {
+  ctx.log.begin_case("barrier after the mismatched collective");
+  group.barrier()->wait();
+  ctx.say("the group still worked after a mismatched collective");
 }
 
 // Rank 0 broadcasts while every other rank allreduces (same count): all must fail.
@@ -38,7 +47,7 @@ void scenario_mismatch_collective(WorkerContext& ctx) {
   } else {
     group.allreduce(Buffer(data.data(), data.size()))->wait();
   }
-  ctx.say("mismatched collective completed without an error");
+  barrier_after_mismatch(ctx, group);
 }
 
 // Every rank allreduces, but the last rank with a different count: all must fail.
@@ -48,7 +57,7 @@ void scenario_mismatch_count(WorkerContext& ctx) {
   std::vector<float> data(count, 1.0f);
   ctx.log.begin_case("allreduce of " + std::to_string(count));
   group.allreduce(Buffer(data.data(), data.size()))->wait();
-  ctx.say("mismatched count completed without an error");
+  barrier_after_mismatch(ctx, group);
 }
 
 // Joins the group, passes one barrier, leaves.

@@ -2,6 +2,8 @@
 // waited for in reverse order. Proves that queued operations run correctly while others are
 // pending, that sequence numbers follow issue order, and that on_complete callbacks run in
 // issue order (operations on a group complete in issue order).
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -46,28 +48,30 @@ void scenario_inflight(WorkerContext& ctx) {
   const auto N = static_cast<size_t>(n);
   Arena arena;
   std::vector<Pending> ops;
-  // Each callback is registered right after its issue and records the completion order.
-  std::mutex mu;
-  std::vector<size_t> completion_order;
-  struct Recorder {
-    std::vector<Pending>& ops;
-    std::mutex& mu;
-    std::vector<size_t>& order;
-    void push_back(Pending p) {
-      const size_t index = ops.size();
-      p.work->on_complete([this, index](Work&) {
-        std::lock_guard<std::mutex> lock(mu);
-        order.push_back(index);
-      });
-      ops.push_back(std::move(p));
-    }
-  } issued{ops, mu, completion_order};
+  // Each callback is registered right after its issue and records the completion order. The
+  // state is shared with the callbacks: a callback runs on the engine thread just after its
+  // operation completes, which may be after wait() has returned.
+  struct Completions {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<size_t> order;
+  };
+  const auto completions = std::make_shared<Completions>();
+  const auto record = [&ops, completions](Pending p) {
+    const size_t index = ops.size();
+    p.work->on_complete([completions, index](Work&) {
+      std::lock_guard<std::mutex> lock(completions->mu);
+      completions->order.push_back(index);
+      completions->cv.notify_all();
+    });
+    ops.push_back(std::move(p));
+  };
 
   {  // 0: allreduce sum, float32
     const ReduceOp op = ReduceKind::sum;
     auto& buf = arena.make(DataType::float32, 1001);
     fill_reduce(buf, op, n, r);
-    issued.push_back({"allreduce", g.allreduce(Buffer(buf.data(), buf.count(), buf.dtype())), [&buf, op, n](CheckLog& log) {
+    record({"allreduce", g.allreduce(Buffer(buf.data(), buf.count(), buf.dtype())), [&buf, op, n](CheckLog& log) {
                      log.expect_elements("allreduce", buf.dtype(), buf.data(), buf.count(),
                                          [&](size_t i) { return reduce_expected(buf.dtype(), op, n, i); });
                    }});
@@ -77,7 +81,7 @@ void scenario_inflight(WorkerContext& ctx) {
     if (r == n - 1) fill_data(buf, r, 1);
     BroadcastOptions o;
     o.root = n - 1;
-    issued.push_back({"broadcast", g.broadcast(Buffer(buf.data(), buf.count(), buf.dtype()), o), [&buf, n](CheckLog& log) {
+    record({"broadcast", g.broadcast(Buffer(buf.data(), buf.count(), buf.dtype()), o), [&buf, n](CheckLog& log) {
                      log.expect_elements("broadcast", buf.dtype(), buf.data(), buf.count(),
                                          [&](size_t i) { return data_value(buf.dtype(), n - 1, i, 1); });
                    }});
@@ -86,7 +90,7 @@ void scenario_inflight(WorkerContext& ctx) {
     auto& send = arena.make(DataType::uint8, 33);
     auto& recv = arena.make(DataType::uint8, 33 * N);
     fill_data(send, r, 2);
-    issued.push_back({"allgather",
+    record({"allgather",
                    g.allgather(Buffer(send.data(), 33, DataType::uint8), Buffer(recv.data(), recv.count(), DataType::uint8)),
                    [&recv](CheckLog& log) {
                      log.expect_elements("allgather", recv.dtype(), recv.data(), recv.count(), [&](size_t i) {
@@ -101,7 +105,7 @@ void scenario_inflight(WorkerContext& ctx) {
     fill_reduce(send, op, n, r);
     ReduceScatterOptions o;
     o.op = op;
-    issued.push_back({"reduce_scatter",
+    record({"reduce_scatter",
                    g.reduce_scatter(Buffer(send.data(), send.count(), DataType::int64), Buffer(recv.data(), 5, DataType::int64), o),
                    [&recv, op, n, r](CheckLog& log) {
                      log.expect_elements("reduce_scatter", recv.dtype(), recv.data(), 5, [&](size_t i) {
@@ -113,7 +117,7 @@ void scenario_inflight(WorkerContext& ctx) {
     auto& send = arena.make(DataType::float64, 3 * N);
     auto& recv = arena.make(DataType::float64, 3 * N);
     fill_data(send, r, 4);
-    issued.push_back({"alltoall",
+    record({"alltoall",
                    g.alltoall(Buffer(send.data(), send.count(), DataType::float64), Buffer(recv.data(), recv.count(), DataType::float64)),
                    [&recv, r](CheckLog& log) {
                      log.expect_elements("alltoall", recv.dtype(), recv.data(), recv.count(), [&](size_t i) {
@@ -129,7 +133,7 @@ void scenario_inflight(WorkerContext& ctx) {
     ReduceOptions o;
     o.op = op;
     o.root = 0;
-    issued.push_back({"reduce",
+    record({"reduce",
                    g.reduce(Buffer(send.data(), 9, DataType::float16), Buffer(recv.data(), 9, DataType::float16), o),
                    [&recv, op, n, r](CheckLog& log) {
                      if (r != 0) return;
@@ -144,7 +148,7 @@ void scenario_inflight(WorkerContext& ctx) {
     fill_data(send, r, 6);
     GatherOptions o;
     o.root = root;
-    issued.push_back({"gather",
+    record({"gather",
                    g.gather(Buffer(send.data(), 17, DataType::bfloat16), Buffer(recv.data(), recv.count(), DataType::bfloat16), o),
                    [&recv, r, root](CheckLog& log) {
                      if (r != root) return;
@@ -157,7 +161,7 @@ void scenario_inflight(WorkerContext& ctx) {
     auto& send = arena.make(DataType::uint32, 11 * N);
     auto& recv = arena.make(DataType::uint32, 11);
     if (r == 0) fill_data(send, 0, 7);
-    issued.push_back({"scatter",
+    record({"scatter",
                    g.scatter(Buffer(send.data(), send.count(), DataType::uint32), Buffer(recv.data(), 11, DataType::uint32)),
                    [&recv, r](CheckLog& log) {
                      log.expect_elements("scatter", recv.dtype(), recv.data(), 11, [&](size_t i) {
@@ -166,7 +170,7 @@ void scenario_inflight(WorkerContext& ctx) {
                    }});
   }
   // 8: barrier
-  issued.push_back({"barrier", g.barrier(), [](CheckLog&) {}});
+  record({"barrier", g.barrier(), [](CheckLog&) {}});
   {  // 9: alltoallv, int8: rank r sends r+j+1 elements to rank j, contiguously
     std::vector<size_t> send_counts(N), send_displs(N), recv_counts(N), recv_displs(N);
     size_t send_total = 0, recv_total = 0;
@@ -183,7 +187,7 @@ void scenario_inflight(WorkerContext& ctx) {
     for (int j = 0; j < n; ++j)
       for (size_t k = 0; k < send_counts[j]; ++k)
         store_element(DataType::int8, send.element(send_displs[j] + k), 0, data_value(DataType::int8, r, 1000 * static_cast<size_t>(j) + k, 9));
-    issued.push_back({"alltoallv",
+    record({"alltoallv",
                    g.alltoallv(Buffer(send.data(), send_total, DataType::int8), send_counts, send_displs,
                                Buffer(recv.data(), recv_total, DataType::int8), recv_counts, recv_displs),
                    [&recv, recv_counts, recv_displs, n, r](CheckLog& log) {
@@ -205,7 +209,11 @@ void scenario_inflight(WorkerContext& ctx) {
     ctx.log.expect(p.work->is_success(), p.name + " did not succeed");
     p.check(ctx.log);
   }
-  std::lock_guard<std::mutex> lock(mu);
+  // Every callback must run, soon: wait for the last ones (bounded).
+  std::unique_lock<std::mutex> lock(completions->mu);
+  completions->cv.wait_for(lock, std::chrono::seconds(10), [&] { return completions->order.size() >= ops.size(); });
+  const std::vector<size_t> completion_order = completions->order;
+  lock.unlock();
   std::string order;
   for (size_t i : completion_order) order += std::to_string(i) + " ";
   ctx.log.expect(completion_order.size() == ops.size(), "callbacks ran " + std::to_string(completion_order.size()) + " times");

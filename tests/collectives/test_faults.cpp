@@ -2,13 +2,14 @@
 //  - a rank SIGKILLed in the middle of an allreduce loop: every survivor exits with an error
 //    naming rank 2, the collective ("allreduce") and its sequence number, within
 //    KOLO_TIMEOUT (10 s) + 5 s of the kill;
-//  - a rank SIGSTOPped: the survivors fail with a TimeoutError naming a rank within
-//    KOLO_TIMEOUT (3 s) + a little;
+//  - a rank SIGSTOPped: within KOLO_TIMEOUT (3 s) + a little, the survivors fail with errors
+//    saying they timed out waiting for a (named) rank; the first to time out raises
+//    TimeoutError, the others may learn it from its abort (a PeerError carrying that text);
 //  - rank 0 calling broadcast while the others call allreduce, and an allreduce with a
-//    different count on one rank: every rank fails, and the MismatchError text names both
-//    collectives / both counts;
-//  - ranks started with different KOLO_SECRET values: joining fails on every rank with an error
-//    saying the secret was refused, without hanging.
+//    different count on one rank: every rank fails (at the latest on its next call, since a
+//    broadcast root only sends), and the MismatchError text names both collectives / counts;
+//  - ranks started with different KOLO_SECRET values: joining fails on every rank, within
+//    KOLO_TIMEOUT + a little, with an error saying the secret was refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -36,6 +37,21 @@ bool some_rank_says(const WorldOutcome& o, std::initializer_list<const char*> ne
     if (all) return true;
   }
   return false;
+}
+
+// Every rank's error names the peer it came from; every MismatchError (and every abort that
+// carries one) names both sides of the mismatch. A rank that learns of the failure only when
+// its peer's connection closes may see just "connection to rank N closed".
+void expect_clear_mismatch_errors(const WorldOutcome& o, std::initializer_list<const char*> both_sides) {
+  for (const RankOutcome& r : o.ranks) {
+    const std::string text = error_text(r);
+    EXPECT_TRUE(std::regex_search(text, std::regex("rank [0-9]+"))) << "the error names no rank: " << r.describe();
+    bool carries_mismatch = contains(error_kind(r), "MismatchError");
+    for (const char* side : both_sides) carries_mismatch = carries_mismatch || contains(text, side);
+    if (!carries_mismatch) continue;
+    for (const char* side : both_sides)
+      EXPECT_TRUE(contains(text, side)) << "the mismatch error does not name '" << side << "': " << r.describe();
+  }
 }
 
 TEST(Faults, KilledRankFailsEverySurvivorWithAnErrorNamingIt) {
@@ -70,13 +86,19 @@ TEST(Faults, StoppedRankMakesSurvivorsTimeOut) {
   world.wait_for_exit({0, 2}, std::chrono::seconds(30));
   world.send_signal(1, SIGKILL);
   const WorldOutcome outcome = world.wait();
+  bool some_timeout_error = false;
   for (int r : {0, 2}) {
     const RankOutcome& rank = outcome.ranks[static_cast<size_t>(r)];
     EXPECT_TRUE(rank.exited && rank.exit_code == 2) << rank.describe();
-    EXPECT_TRUE(contains(error_kind(rank), "TimeoutError")) << "rank " << r << " did not fail with a TimeoutError: " << rank.describe();
-    EXPECT_TRUE(std::regex_search(error_text(rank), std::regex("rank [0-9]+"))) << "the timeout names no rank: " << rank.describe();
+    const std::string text = error_text(rank);
+    some_timeout_error = some_timeout_error || contains(error_kind(rank), "TimeoutError");
+    EXPECT_TRUE(contains(text, "timed out")) << "rank " << r << "'s error does not say it timed out: " << rank.describe();
+    // Each survivor names the peer it was waiting for: the stopped rank, or a survivor that
+    // was itself stuck behind it.
+    EXPECT_TRUE(std::regex_search(text, std::regex("rank [0-9]+"))) << "rank " << r << "'s error names no rank: " << rank.describe();
     EXPECT_LE(rank.seconds - stopped_at, kKoloTimeout + 4) << "rank " << r << " took too long to time out: " << rank.describe();
   }
+  EXPECT_TRUE(some_timeout_error) << "no survivor raised a TimeoutError: " << outcome.describe();
 }
 
 TEST(Faults, BroadcastAgainstAllreduceIsAMismatchOnEveryRank) {
@@ -88,6 +110,7 @@ TEST(Faults, BroadcastAgainstAllreduceIsAMismatchOnEveryRank) {
     EXPECT_FALSE(contains(r.err, "TimeoutError")) << "a mismatch must be detected, not waited out: " << r.describe();
   }
   EXPECT_TRUE(some_rank_says(outcome, {"broadcast", "allreduce"})) << outcome.describe();
+  expect_clear_mismatch_errors(outcome, {"broadcast", "allreduce"});
   bool any_mismatch_error = false;
   for (const RankOutcome& r : outcome.ranks) any_mismatch_error = any_mismatch_error || contains(error_kind(r), "MismatchError");
   EXPECT_TRUE(any_mismatch_error) << outcome.describe();
@@ -102,19 +125,22 @@ TEST(Faults, AllreduceWithDifferentCountsIsAMismatchOnEveryRank) {
     EXPECT_FALSE(contains(r.err, "TimeoutError")) << "a mismatch must be detected, not waited out: " << r.describe();
   }
   EXPECT_TRUE(some_rank_says(outcome, {"1000", "1001"})) << outcome.describe();
+  expect_clear_mismatch_errors(outcome, {"1000", "1001"});
   bool any_mismatch_error = false;
   for (const RankOutcome& r : outcome.ranks) any_mismatch_error = any_mismatch_error || contains(error_kind(r), "MismatchError");
   EXPECT_TRUE(any_mismatch_error) << outcome.describe();
 }
 
 TEST(Faults, DifferentSecretsAreRefusedWithoutHanging) {
-  LaunchSpec spec = worker_launch("join", 3, std::chrono::seconds(60), "15");
+  constexpr double kKoloTimeout = 5;
+  LaunchSpec spec = worker_launch("join", 3, std::chrono::seconds(60), "5");
   spec.rank_env = [](int rank) { return Env{{"KOLO_SECRET", rank == 0 ? "secret-of-rank-zero" : "another-secret"}}; };
   const WorldOutcome outcome = run_world(spec);
   ASSERT_FALSE(outcome.deadline_hit) << outcome.describe();
   for (const RankOutcome& r : outcome.ranks) {
     EXPECT_TRUE(r.exited && r.exit_code == 2) << r.describe();
     EXPECT_TRUE(contains(error_text(r), "secret")) << "the error does not say the secret was refused: " << r.describe();
+    EXPECT_LE(r.seconds, kKoloTimeout + 5) << r.describe();
   }
 }
 

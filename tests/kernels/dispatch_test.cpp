@@ -72,9 +72,27 @@ TEST(KernelDispatch, SelectionSwitchesTheActiveTable) {
   } else {
     EXPECT_THROW(kernels::detail::select_kernel_path(KernelPath::avx512), InvalidArgument);
   }
-  // Automatic: AVX-512 exactly when the CPU has it.
+  // Automatic, with KOLO_KERNELS unset: AVX-512 exactly when the CPU has it.
+  ScopedKernelsEnv env(nullptr);
   kernels::detail::select_kernel_path(KernelPath::automatic);
   EXPECT_EQ(kernels::using_avx512(), kernels::detail::cpu_has_avx512());
+}
+
+TEST(KernelDispatch, AutomaticChoiceHonoursTheEnvironment) {
+  {
+    ScopedKernelsEnv env("portable");
+    KernelPathScope scope(KernelPath::automatic);
+    EXPECT_FALSE(kernels::using_avx512());
+  }
+  {
+    ScopedKernelsEnv env("bogus");
+    EXPECT_THROW(kernels::detail::select_kernel_path(KernelPath::automatic), InvalidArgument);
+  }
+  if (kernels::detail::cpu_has_avx512()) {
+    ScopedKernelsEnv env("avx512");
+    KernelPathScope scope(KernelPath::automatic);
+    EXPECT_TRUE(kernels::using_avx512());
+  }
 }
 
 TEST(KernelDispatch, CpuCheckMatchesProcCpuinfo) {

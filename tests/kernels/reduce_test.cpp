@@ -200,6 +200,10 @@ struct ReduceCase {
   ReduceKind op;
 };
 
+void PrintTo(const ReduceCase& c, std::ostream* os) {
+  *os << path_name(c.path) << " " << dtype_name(c.dtype) << " " << reduce_name(c.op);
+}
+
 class ReduceTest : public ::testing::TestWithParam<ReduceCase> {};
 
 TEST_P(ReduceTest, MatchesReferenceForEveryCountAliasingAndAlignment) {
@@ -234,6 +238,42 @@ std::vector<ReduceCase> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<ReduceCase>& info) {
+                           return std::string(path_name(info.param.path)) + "_" + dtype_name(info.param.dtype) +
+                                  "_" + reduce_name(info.param.op);
+                         });
+
+// Large distinct destinations take the streaming-store loop of the AVX-512 kernels. The
+// threshold is lowered for this test so the loop runs on small buffers with every count,
+// alignment and aliasing form (aliased forms must keep using ordinary stores).
+class StreamingStoreTest : public ::testing::TestWithParam<ReduceCase> {};
+
+TEST_P(StreamingStoreTest, MatchesReferenceAboveTheThreshold) {
+  const ReduceCase c = GetParam();
+  KOLO_SKIP_IF_PATH_UNAVAILABLE(c.path);
+  KernelPathScope scope(c.path);
+  kernels::detail::set_streaming_store_threshold(256);
+  std::mt19937_64 rng(99);
+  for (size_t count : {size_t{200}, size_t{1001}, size_t{4099}}) {
+    for (Offsets offsets : kOffsets) {
+      for (Form form : kForms) {
+        SCOPED_TRACE(::testing::Message() << form_name(form) << ", count " << count << ", element offsets dst "
+                                          << offsets.dst << " a " << offsets.a << " b " << offsets.b);
+        run_case(c.dtype, c.op, count, offsets, form, rng);
+      }
+    }
+  }
+  kernels::detail::set_streaming_store_threshold(0);
+  EXPECT_EQ(kernels::detail::streaming_store_threshold(), kernels::detail::kDefaultStreamingStoreThresholdBytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallThreshold, StreamingStoreTest,
+                         ::testing::Values(ReduceCase{KernelPath::avx512, DataType::float32, ReduceKind::sum},
+                                           ReduceCase{KernelPath::avx512, DataType::float16, ReduceKind::sum},
+                                           ReduceCase{KernelPath::avx512, DataType::bfloat16, ReduceKind::max},
+                                           ReduceCase{KernelPath::avx512, DataType::int8, ReduceKind::prod},
+                                           ReduceCase{KernelPath::avx512, DataType::uint64, ReduceKind::bxor},
+                                           ReduceCase{KernelPath::portable, DataType::float32, ReduceKind::sum}),
                          [](const ::testing::TestParamInfo<ReduceCase>& info) {
                            return std::string(path_name(info.param.path)) + "_" + dtype_name(info.param.dtype) +
                                   "_" + reduce_name(info.param.op);
