@@ -43,11 +43,13 @@ bool next_size(const PerfOptions& o, size_t& size) {
   return size <= o.max_bytes;
 }
 
+// One printed row: a collective, type, operator and size.
 struct RowSetup {
   const CollectiveSpec& spec;
   DataType dtype;
   ReduceOp op;
   Shape shape;
+  size_t row_bytes;  // the "size" column: max(send, recv) bytes
   void* send_base;
   void* recv_base;
 };
@@ -90,28 +92,40 @@ class Sweep {
     const size_t elem = dtype_size(dtype);
     const Shape shape = spec.shape(size / elem, n);
     const size_t row_bytes = std::max(shape.send_count, shape.recv_count) * elem;
-    const RowSetup row{spec, dtype, op, shape, send_.get(), recv_.get()};
+    const RowSetup row{spec, dtype, op, shape, row_bytes, send_.get(), recv_.get()};
     const bool printing = group_.rank() == 0;
     if (printing)
       print_row_start(row_bytes, shape.param_count, nccl_dtype_name(dtype), spec.reduces ? nccl_op_name(op.kind) : "none",
                       spec.rooted ? o_.root : -1);
+    try {
+      measure_both(row, printing);
+    } catch (...) {
+      if (printing) print_row_end();  // finish the half-printed row before the error text
+      throw;
+    }
+    if (printing) print_row_end();
+  }
+
+  // Out-of-place then in-place: time, check, print one column group each.
+  void measure_both(const RowSetup& row, bool printing) {
+    const CollectiveSpec& spec = row.spec;
     for (bool in_place : {false, true}) {
-      const Placement where = place(spec, shape, dtype, group_.rank(), o_.root, in_place, row.send_base, row.recv_base);
-      const RunParams params{op, o_.root, o_.algorithm};
-      const IssueOnce issue_once = [&] { return issue(group_, spec, where, shape.param_count, params); };
+      const Placement where =
+          place(spec, row.shape, row.dtype, group_.rank(), o_.root, in_place, row.send_base, row.recv_base);
+      const RunParams params{row.op, o_.root, o_.algorithm};
+      const IssueOnce issue_once = [&] { return issue(group_, spec, where, row.shape.param_count, params); };
       if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
       double seconds = time_iterations(group_, issue_once, o_.iters, o_.blocking);
       seconds = combine_across_ranks(group_, seconds, o_.combine);
       const bool checked = o_.check && checkable(spec, in_place);
       const int64_t wrong = checked ? check_once(row, where, issue_once, in_place) : -1;
-      const double algbw = seconds > 0 ? static_cast<double>(row_bytes) / 1.0e9 / seconds : 0.0;
-      const double busbw = algbw * spec.busbw_factor(n);
+      const double algbw = seconds > 0 ? static_cast<double>(row.row_bytes) / 1.0e9 / seconds : 0.0;
+      const double busbw = algbw * spec.busbw_factor(group_.size());
       if (printing) print_measurement(seconds * 1.0e6, algbw, busbw, wrong);
       totals_.busbw_sum += busbw;
       totals_.busbw_count++;
       if (wrong > 0) totals_.wrong += wrong;
     }
-    if (printing) print_row_end();
   }
 
   // Refills the inputs with fresh values, runs once more and counts wrong elements everywhere.

@@ -187,13 +187,13 @@ std::vector<MatrixCase> matrix_cases(Coll c, int world) {
         }
       }
     }
-    // Large: every algorithm once in float32 sum, out of place; small worlds also run
-    // bfloat16 in place. The root alternates with the algorithm to cover both ends.
+    // Large: every algorithm once in float32 (sum), out of place; small worlds also run a
+    // 16-bit type in place. The root alternates with the algorithm to cover both ends.
     const int root = is_rooted(c) && a % 2 == 1 ? world - 1 : 0;
     cases.push_back({c, algo, DataType::float32, ReduceKind::sum, large_count(c, DataType::float32, world), false, root});
-    if (world <= 4) {
-      const DataType t = is_reduction(c) ? DataType::bfloat16 : DataType::uint8;
-      cases.push_back({c, algo, t, ReduceKind::sum, large_count(c, t, world), has_in_place(c), root});
+    if (world <= 4 && has_in_place(c)) {
+      const DataType t = is_reduction(c) ? DataType::bfloat16 : DataType::float16;
+      cases.push_back({c, algo, t, ReduceKind::sum, large_count(c, t, world), true, root});
     }
   }
   return cases;

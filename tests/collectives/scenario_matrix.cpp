@@ -1,9 +1,6 @@
 // Scenario "matrix COLLECTIVE": every case of the correctness matrix for one collective at this
 // world size (matrix_cases.cpp), run one after another in one group.
 #include <stdexcept>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 
 #include "matrix_run.hpp"
 #include "worker_context.hpp"
@@ -17,7 +14,6 @@ void scenario_matrix(WorkerContext& ctx) {
   uint32_t salt = 0;
   for (const MatrixCase& c : matrix_cases(coll, group.size())) {
     ctx.log.begin_case(c.describe());
-    auto t0 = std::chrono::steady_clock::now();
     ++salt;
     switch (c.coll) {
       case Coll::allreduce:
@@ -28,7 +24,6 @@ void scenario_matrix(WorkerContext& ctx) {
       case Coll::barrier: run_barrier_case(group, c, ctx.log); break;
       default: run_movement_case(group, c, salt, ctx.log); break;
     }
-    if (getenv("TIMING") && group.rank()==0) printf("%8.3f ms %s\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()-t0).count(), c.describe().c_str());
   }
   ctx.log.end_case();
 }

@@ -3,6 +3,10 @@
 // group, runs the scenario named by its first argument and checks every result against the
 // reference (reference.hpp). Exit status: 0 every check passed, 1 a check failed, 2 kolo threw
 // (the error's type and text are printed on stderr), 3 bad usage, 4 any other exception.
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -51,6 +55,17 @@ std::string error_kind(const std::exception& e) {
   return std::string("non-kolo exception ") + typeid(e).name();
 }
 
+// A crash prints a backtrace to stderr, so a CI log shows where a worker died.
+void print_backtrace_and_die(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char header[] = "kolo-test-worker: fatal signal, backtrace:\n";
+  (void)!write(2, header, sizeof header - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
@@ -67,6 +82,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\n");
     return 3;
   }
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) signal(sig, print_backtrace_and_die);
   WorkerContext ctx;
   ctx.rank = env_int("RANK", 0);
   ctx.world = env_int("WORLD_SIZE", 1);
