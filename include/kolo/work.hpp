@@ -1,6 +1,7 @@
 // An asynchronous operation's handle, like c10d::Work. Collectives issued on one group start and
 // complete in issue order; wait() rethrows the collective's error.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -46,6 +47,7 @@ class Work {
   std::condition_variable cv_;
   bool done_ = false;      // the result is known (is_completed())
   bool released_ = false;  // callbacks have run: wait() may return
+  std::atomic<bool> released_flag_{false};  // the same, for wait()'s brief lock-free polling
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
 };

@@ -54,6 +54,7 @@ class Executor {
   };
 
   void loop();
+  void wait_for_work();
   void run_collective(Task& t);
   void post_point_to_point(Task& t);
   void check_pending();
@@ -67,6 +68,8 @@ class Executor {
   std::chrono::milliseconds close_timeout_;
   Scratch scratch_;
   size_t chunk_bytes_;
+  std::chrono::microseconds spin_;
+  std::atomic<int> queued_{0};  // queue_.size(), readable without the lock
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,11 +1,16 @@
 #include "kolo/work.hpp"
 
+#include <thread>
+
 #include "common/log.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo {
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  // Small collectives finish within microseconds: check a few times, yielding the core, before
+  // paying for a sleep and a wake-up.
+  for (int i = 0; i < 64 && !released_flag_.load(std::memory_order_acquire); ++i) std::this_thread::yield();
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout < std::chrono::milliseconds::zero()) {
     cv_.wait(lk, [&] { return released_; });
@@ -67,6 +72,7 @@ void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     released_ = true;
+    released_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
