@@ -76,11 +76,15 @@ std::string Executor::where(const Task& t) const {
 
 std::exception_ptr Executor::not_run_error(const Task& t) const {
   int peer = -1;
-  try {
-    std::rethrow_exception(group_error_);
-  } catch (const PeerError& e) {
-    peer = e.peer_rank();
-  } catch (...) {
+  if (group_error_) {
+    try {
+      std::rethrow_exception(group_error_);
+    } catch (const PeerError& e) {
+      peer = e.peer_rank();
+    } catch (const TimeoutError& e) {
+      peer = e.peer_rank();
+    } catch (...) {
+    }
   }
   return std::make_exception_ptr(
       PeerError("kolo: " + where(t) + " was not run: the group failed earlier: " + group_error_text_, peer));
@@ -136,10 +140,16 @@ void Executor::loop() {
     if (t.type == Task::Type::close && t.stamp.seq == UINT64_MAX) {
       // Idle but point-to-point operations are in flight, or a failure needs handling.
       if (ctx_->has_failure() && !failed_) {
-        PeerFailure f = ctx_->failure();
-        fail_group("kolo: rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
-                       group_.name + "): " + f.detail,
-                   f.peer, f.kind);
+        // A peer failed while this rank was idle: the next operation reports it.
+        try {
+          raise_failure("rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
+                            group_.name + ")",
+                        ctx_->failure());
+        } catch (const Error& e) {
+          group_error_ = std::current_exception();
+          group_error_text_ = e.what();
+          fail_group(e);
+        }
         continue;
       }
       if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));

@@ -24,7 +24,20 @@ TcpDevice::TcpDevice(int size, transport::FailureSink* sink) : pairs_(static_cas
   if (!epfd_.valid()) throw Error("epoll_create1: " + errno_text(errno));
 }
 
-TcpDevice::~TcpDevice() = default;
+TcpDevice::~TcpDevice() {
+  // After a failure, linger briefly: drop what peers still send until they close, so our close
+  // sends FIN rather than RST and they can read our abort notice (bounded: 1 s in all).
+  std::vector<TcpPair*> open;
+  for (auto& p : pairs_)
+    if (p && p->failed()) open.push_back(p.get());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!open.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (auto* p : open) fds.push_back(pollfd{p->fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    std::erase_if(open, [](TcpPair* p) { return p->discard_until_eof(); });
+  }
+}
 
 void TcpDevice::add_pair(int peer, Fd fd) {
   set_nonblocking(fd.get());
@@ -36,7 +49,24 @@ void TcpDevice::add_pair(int peer, Fd fd) {
   pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(this, peer, std::move(fd));
 }
 
+// A rank whose setup fails says so in the store, so that peers waiting for its connection fail
+// at once with its reason instead of waiting out the timeout.
+static std::string failed_key(const Bootstrap& b) { return b.prefix + "/tcp/failed"; }
+
 std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
+  try {
+    return connect_or_throw(b, peers);
+  } catch (const std::exception& e) {
+    try {
+      b.store->set(failed_key(b), "rank " + std::to_string(b.rank) + ": " + e.what());
+    } catch (const std::exception&) {
+      // The store is gone too; the peers will time out.
+    }
+    throw;
+  }
+}
+
+std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
   Endpoint self;
   Fd listener = listen_any_port(b.listen_addr, &self);
@@ -65,8 +95,13 @@ std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const 
     std::string from;
     Fd fd;
     try {
-      fd = accept_until(listener.get(), b.deadline, &from);
+      // Wake up now and then to see whether a peer gave up (and why).
+      auto slice = std::min(b.deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      fd = accept_until(listener.get(), slice, &from);
     } catch (const TimeoutError&) {
+      if (b.store->check({failed_key(b)}))
+        throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + b.store->get_string(failed_key(b)), -1);
+      if (std::chrono::steady_clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)
         if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);

@@ -26,6 +26,7 @@ class TcpDevice final : public transport::Device {
 
  private:
   TcpDevice(int size, transport::FailureSink* sink);
+  static std::unique_ptr<transport::Device> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers);
   void add_pair(int peer, Fd fd);
 
   Fd epfd_;

@@ -332,6 +332,8 @@ void TcpPair::handle_hangup() {
 }
 
 void TcpPair::fail_pending(Failure why, const std::string& detail) {
+  // A frame cut off halfway leaves the outgoing stream unusable for any further frame.
+  if (!sends_.empty() && sends_.front().sent > 0) out_broken_ = true;
   for (auto& op : sends_)
     if (op.req && op.req->state == Request::State::pending) {
       op.req->state = Request::State::failed;
@@ -356,6 +358,16 @@ bool TcpPair::fail(Failure why, const std::string& detail) {
   return true;
 }
 
+bool TcpPair::discard_until_eof() {
+  char sink[16384];
+  for (;;) {
+    ssize_t r = ::recv(fd_.get(), sink, sizeof sink, MSG_DONTWAIT);
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    return !(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+  }
+}
+
 void TcpPair::queue_bye() {
   if (failed_) return;
   SendOp op{};
@@ -365,10 +377,13 @@ void TcpPair::queue_bye() {
 }
 
 void TcpPair::abort(const std::string& reason) {
-  bool between_frames = sends_.empty() || sends_.front().sent == 0;
+  // Even a pair that already failed (say, on a mismatched message) gets the notice: its peer is
+  // probably alive and should learn why.
   fail_pending(Failure::aborted, reason);
-  if (failed_) return;
+  bool between_frames = !out_broken_;
   failed_ = true;
+  if (abort_sent_ || gone_) return;
+  abort_sent_ = true;
   if (between_frames) {
     FrameHeader hdr{};
     hdr.kind = FrameKind::abort;

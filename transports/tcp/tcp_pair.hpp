@@ -39,6 +39,10 @@ class TcpPair final : public transport::Pair {
   // between frames (otherwise shuts the socket down so the peer sees the connection end).
   void abort(const std::string& reason);
   bool failed() const { return failed_; }
+  // After a failure: reads and drops what the peer still sends, so that closing this socket
+  // does not reset the connection (a reset can destroy the abort notice this rank sent before
+  // the peer reads it). True once the peer has closed its side.
+  bool discard_until_eof();
   void set_closing() { closing_ = true; }
 
  private:
@@ -89,6 +93,8 @@ class TcpPair final : public transport::Pair {
   bool bye_received_ = false, closing_ = false, failed_ = false;
   bool in_hangup_ = false;  // handle_hangup() is running: pump_read must not re-enter it
   bool gone_ = false;       // the peer said goodbye and closed: nothing more to do
+  bool abort_sent_ = false;
+  bool out_broken_ = false;  // a send was cut off mid-frame: no frame may follow
 };
 
 }  // namespace kolo::tcp
