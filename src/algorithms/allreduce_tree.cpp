@@ -71,8 +71,8 @@ void run(Comm& comm) {
   }
   auto bytes_of = [&](const TreeRole& tr, size_t j) { return chunk_of(tr.half, per_chunk, j).count * es; };
   auto at = [&](auto* base, const TreeRole& tr, size_t j) { return byte_at(base, chunk_of(tr.half, per_chunk, j).offset, es); };
-  // The chunk a node at `depth` handles in phase C (receives) or D (forwards) of iteration c.
-  auto lagged = [&](size_t c, size_t lag, const TreeRole& tr, size_t& x) {
+  // Sets x to chunk c - lag and says whether that is one of tree tr's chunks.
+  auto lagged = [](size_t c, size_t lag, const TreeRole& tr, size_t& x) {
     if (c < lag) return false;
     x = c - lag;
     return x < tr.nchunks;

@@ -46,6 +46,7 @@ void Executor::submit(Task t) {
 }
 
 void Executor::request_abort(const std::string& reason) {
+  user_aborted_.store(true);
   ctx_->peer_failed(group_.rank, transport::Failure::aborted, reason);
   ctx_->wake();
   cv_.notify_all();
@@ -102,6 +103,7 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   KOLO_LOG(error, reason);
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
   // The abort failed the requests of pending point-to-point operations; fail their works too.
+  if (!pending_.empty()) error_delivered_ = true;
   for (auto& p : pending_)
     p.work->finish(std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
   pending_.clear();
@@ -158,12 +160,20 @@ void Executor::loop() {
     }
     switch (t.type) {
       case Task::Type::collective:
-        if (failed_) t.work->finish(not_run_error(t));
-        else run_collective(t);
+        if (failed_) {
+          error_delivered_ = true;
+          t.work->finish(not_run_error(t));
+        } else {
+          run_collective(t);
+        }
         break;
       case Task::Type::point_to_point:
-        if (failed_) t.work->finish(not_run_error(t));
-        else post_point_to_point(t);
+        if (failed_) {
+          error_delivered_ = true;
+          t.work->finish(not_run_error(t));
+        } else {
+          post_point_to_point(t);
+        }
         break;
       case Task::Type::close: {
         // Finish what is in flight, then say goodbye.
@@ -171,6 +181,21 @@ void Executor::loop() {
           if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));
           check_pending();
         }
+        if (!failed_ && ctx_->has_failure()) {
+          try {
+            raise_failure("shutdown of rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) +
+                              " (group " + group_.name + ")",
+                          ctx_->failure());
+          } catch (const Error& e) {
+            group_error_ = std::current_exception();
+            group_error_text_ = e.what();
+            fail_group(e);
+          }
+        }
+        // A failure no operation reported (a peer aborted after this rank's last operation, say
+        // a broadcast root whose receivers saw a mismatch) is reported by shutdown() instead;
+        // the user's own abort() is not.
+        if (failed_ && !error_delivered_ && !user_aborted_.load()) close_error_ = group_error_;
         if (!failed_) {
           auto missing = ctx_->close(Clock::now() + close_timeout_);
           if (ctx_->has_failure()) {
@@ -212,6 +237,7 @@ void Executor::run_collective(Task& t) {
       group_error_text_ = e.what();
     }
     fail_group(e);
+    error_delivered_ = true;
     t.work->finish(std::current_exception());
     return;
   } catch (const std::exception& e) {
@@ -219,6 +245,7 @@ void Executor::run_collective(Task& t) {
     group_error_ = std::make_exception_ptr(Error(msg));
     group_error_text_ = msg;
     fail_group(msg, -1, ErrorKind::peer);
+    error_delivered_ = true;
     t.work->finish(group_error_);
     return;
   }
@@ -266,6 +293,7 @@ void Executor::check_pending() {
         std::list<Pending> failing;
         failing.splice(failing.begin(), pending_, it);
         fail_group(e);
+        error_delivered_ = true;
         failing.front().work->finish(err);
         return;
       }

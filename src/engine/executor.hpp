@@ -81,6 +81,8 @@ class Executor {
   std::string group_error_text_;
   std::atomic<bool> failed_{false};
   std::exception_ptr close_error_;
+  bool error_delivered_ = false;          // some Work has carried the group's error to the user
+  std::atomic<bool> user_aborted_{false};
   std::thread thread_;
 };
 

@@ -20,7 +20,8 @@ using algo::CollArgs;
 using algo::CollKind;
 using Clock = std::chrono::steady_clock;
 
-static std::chrono::milliseconds default_timeout() {
+std::chrono::milliseconds default_group_timeout();
+std::chrono::milliseconds default_group_timeout() {
   double secs = std::stod(config::get_string("KOLO_TIMEOUT"));
   if (secs <= 0) throw InvalidArgument("KOLO_TIMEOUT must be positive");
   return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
@@ -83,7 +84,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(std::shared_ptr<Store> store,
   if (rank < 0 || rank >= size)
     throw InvalidArgument("kolo: rank " + std::to_string(rank) + " is outside a group of " + std::to_string(size));
   log::set_process_rank(rank);
-  auto timeout = opts.timeout.count() > 0 ? opts.timeout : default_timeout();
+  auto timeout = opts.timeout.count() > 0 ? opts.timeout : default_group_timeout();
   std::string transport = opts.transport.empty() ? config::get_string("KOLO_TRANSPORT") : opts.transport;
   return make_group(connect_impl(store, next_prefix(opts.name), opts.name, rank, size, timeout, nullptr, opts.secret, transport));
 }

@@ -99,8 +99,17 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
       auto slice = std::min(b.deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
       fd = accept_until(listener.get(), slice, &from);
     } catch (const TimeoutError&) {
-      if (b.store->check({failed_key(b)}))
-        throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + b.store->get_string(failed_key(b)), -1);
+      std::string gave_up;
+      try {
+        if (b.store->check({failed_key(b)})) gave_up = b.store->get_string(failed_key(b));
+      } catch (const std::exception& e) {
+        // The store went away, most likely with the rank that hosted it: setup cannot finish.
+        throw PeerError("rank " + std::to_string(b.rank) + " lost the store while waiting for its peers: " + e.what() +
+                            (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""),
+                        -1);
+      }
+      if (!gave_up.empty())
+        throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + gave_up, -1);
       if (std::chrono::steady_clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)

@@ -1,0 +1,69 @@
+// The shared-memory transport's device: this rank's segment (one inbound ring per local peer),
+// the peers' segments it writes into, one control socket per peer, and the sleep/wake protocol.
+//
+// Sleeping: the engine polls, spins a while, then sleeps in poll(2) on wait_fd(), an epoll set
+// over the control sockets and a "nudge" eventfd. While the device is awake the nudge is kept
+// readable, so a sleep attempt returns at once. Once poll() has found nothing to do for
+// kArmAfter, the device *arms*: each pair sets the shared-memory flags for what it waits for
+// (a slot from the peer, a free slot or a finished large read), checks the rings once more, and
+// the nudge is drained. From then on the peer, when it publishes or frees something and sees the
+// flag, writes one doorbell byte on the socket, which wakes us. Any progress (or a new request)
+// disarms again. So busy ranks exchange messages with no system call, and idle ones sleep.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/shm/shm_pair.hpp"
+#include "transports/shm/shm_segment.hpp"
+#include "transports/transport.hpp"
+
+namespace kolo::shm {
+
+class ShmDevice final : public transport::Device {
+ public:
+  static std::unique_ptr<transport::Device> connect(const transport::Bootstrap& b, const std::vector<int>& peers);
+  // Whether rank `peer` shares this rank's host (same host identity in the bootstrap).
+  static bool reaches(const transport::Bootstrap& b, int peer);
+  ~ShmDevice() override;
+
+  const char* name() const override { return "shm"; }
+  transport::Pair* pair(int peer) override;
+  bool poll() override;
+  int wait_fd() const override { return epfd_.get(); }
+  void abort(const std::string& reason) override;
+  std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
+
+  // For pairs.
+  void report_failure(int peer, transport::Failure why, const std::string& detail);
+  void note_post() {
+    if (armed_) disarm();
+  }
+  void forget_socket(int fd);
+
+ private:
+  ShmDevice(int size, transport::FailureSink* sink);
+  friend class DeviceBuilder;
+
+  bool progress_pairs();
+  bool check_sockets();
+  bool arm();
+  void disarm();
+
+  Segment own_;                 // inbound rings
+  std::vector<Segment> peers_;  // the segments holding our outbound rings
+  std::vector<std::unique_ptr<ShmPair>> pairs_;  // by rank; null where not ours
+  std::vector<ShmPair*> list_;                   // the non-null ones
+  Fd epfd_, nudge_;
+  transport::FailureSink* sink_;
+  uint64_t probe_word_ = 0;  // peers read it with process_vm_readv to test cross-memory attach
+
+  bool armed_ = false;
+  bool idle_started_ = false;
+  std::chrono::steady_clock::time_point idle_since_;
+  std::chrono::nanoseconds arm_after_;
+  unsigned polls_since_socket_check_ = 0;
+};
+
+}  // namespace kolo::shm

@@ -1,0 +1,95 @@
+// What lives in shared memory: the structures both processes of a pair read and write.
+//
+// Every rank owns one segment holding an inbound ring per local peer. A ring carries one
+// direction (sender -> the segment's owner) as a circular array of fixed-size, cache-line-aligned
+// slots. Slot use k (k = 0, 1, 2, ...) lives in slot k % nslots; the sender fills it and then
+// publishes it by storing k + 1 into the slot's `seq` (release); the receiver sees it with an
+// acquire load, copies the payload out and frees the slot by advancing `tail`. No system call
+// on this path: wake-ups go through the pair's socket only when the other side announced that
+// it sleeps (the *_waiting flags).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace kolo::shm {
+
+constexpr size_t kLine = 64;
+constexpr uint32_t kSegmentMagic = 0x4d53484b;  // "KHSM"
+constexpr uint32_t kLayoutVersion = 1;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free to work across processes");
+
+struct alignas(kLine) SegmentHeader {
+  uint32_t magic;
+  uint32_t version;
+  int32_t owner_rank;
+  uint32_t nrings;
+  uint64_t total_bytes;
+  uint64_t ring_bytes;  // every ring (control block + slots) takes this many bytes
+};
+
+// One ring's control block. Each field that one side writes while the other polls it sits on a
+// cache line of its own, so that polling one never drags the other's line back and forth.
+struct RingControl {
+  // Immutable after the owner initialised the segment.
+  alignas(kLine) int32_t sender_rank;
+  int32_t receiver_rank;
+  uint32_t slot_bytes;
+  uint32_t nslots;
+  // Slot uses the receiver has consumed: the sender may reuse slot uses below tail + nslots.
+  alignas(kLine) std::atomic<uint64_t> tail;
+  // Large messages the receiver has finished reading straight from the sender's memory.
+  alignas(kLine) std::atomic<uint64_t> cma_done;
+  // The receiver is about to sleep until a slot is published: the sender writes a doorbell.
+  alignas(kLine) std::atomic<uint32_t> receiver_waiting;
+  // The sender is about to sleep until a slot is freed or a large message was read.
+  alignas(kLine) std::atomic<uint32_t> sender_waiting;
+  // The sender aborted: a large message it described may no longer be in its memory.
+  alignas(kLine) std::atomic<uint32_t> sender_aborted;
+};
+
+enum class SlotKind : uint32_t {
+  data = 1,  // the first (or only) piece of a message: carries the tag and the total size
+  more = 2,  // a later piece of the message that the previous slots began
+  cma = 3,   // a large message's descriptor: the receiver reads it from the sender's memory
+};
+
+// The first cache line of every slot; the payload follows at kSlotHeaderBytes.
+struct SlotHeader {
+  std::atomic<uint64_t> seq;  // k + 1 once slot use k is published
+  SlotKind kind;
+  uint32_t len;    // payload bytes in this slot
+  uint64_t total;  // data, cma: the message's size
+  uint64_t tag[3];
+  uint64_t addr;   // cma: the message's address in the sender
+};
+constexpr size_t kSlotHeaderBytes = kLine;
+static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
+
+constexpr size_t round_up_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+constexpr size_t kSegmentHeaderBytes = round_up_line(sizeof(SegmentHeader));
+constexpr size_t kRingControlBytes = round_up_line(sizeof(RingControl));
+
+// How big a ring and a segment are for a given geometry.
+constexpr size_t ring_bytes(size_t slot_bytes, size_t nslots) { return kRingControlBytes + slot_bytes * nslots; }
+constexpr size_t segment_bytes(size_t nrings, size_t slot_bytes, size_t nslots) {
+  return kSegmentHeaderBytes + nrings * ring_bytes(slot_bytes, nslots);
+}
+
+// A process-local view of one ring inside a mapped segment.
+struct RingView {
+  RingControl* ctl = nullptr;
+  char* slots = nullptr;
+  uint32_t slot_bytes = 0;
+  uint32_t nslots = 0;
+
+  SlotHeader* slot(uint64_t use) const {
+    return reinterpret_cast<SlotHeader*>(slots + static_cast<size_t>(use % nslots) * slot_bytes);
+  }
+  static char* payload(SlotHeader* h) { return reinterpret_cast<char*>(h) + kSlotHeaderBytes; }
+  size_t payload_bytes() const { return slot_bytes - kSlotHeaderBytes; }
+};
+
+}  // namespace kolo::shm

@@ -1,0 +1,67 @@
+// The control channel of a shared-memory pair: one unix-domain SOCK_SEQPACKET connection in the
+// abstract namespace (nothing on disk to clean up). The data never goes through it; it carries
+// the setup handshake, then one-record messages: doorbells (wake a sleeping peer), abort notices
+// and goodbyes. When a process dies the kernel closes its end, which is how a survivor learns of
+// the death at once even while it sleeps.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "transports/tcp/socket.hpp"
+
+namespace kolo::shm {
+
+using Clock = std::chrono::steady_clock;
+using tcp::Fd;
+
+constexpr uint32_t kHelloMagic = 0x4f534b4b;  // "KKSO"
+constexpr uint32_t kReadyMagic = 0x59445252;  // "RRDY"
+
+// First record in each direction. The connecting rank sends one; the accepting rank checks it
+// (magic, version, job secret, group, ranks) and answers with its own, `status` set. Both carry
+// the address and value of a word the peer may try to read with process_vm_readv: whether it
+// reads back the right value decides if large messages may be read straight from our memory.
+struct Hello {
+  uint32_t magic;
+  uint32_t protocol_version;
+  uint8_t secret[16];
+  uint64_t group_hash;
+  int32_t src_rank;
+  int32_t dst_rank;
+  int32_t world_size;
+  uint32_t status;  // replies: tcp::HelloStatus
+  uint64_t probe_addr;
+  uint64_t probe_value;
+};
+
+// Second record, both ways, once every handshake is done: whether the sender of this record
+// could read the receiver's probe word (so the receiver may describe large messages to it
+// instead of copying them through the ring).
+struct Ready {
+  uint32_t magic;
+  uint32_t can_read_you;
+};
+
+// Control records after setup: one byte of kind, then for abort the reason.
+enum class Control : char { doorbell = 'D', bye = 'B', abort = 'A' };
+constexpr size_t kMaxAbortReason = 4096;
+
+// Listens on the abstract name; an invalid Fd if the name is taken.
+Fd listen_abstract(const std::string& name);
+// Connects to a listening abstract name, retrying while the peer's backlog is full.
+Fd connect_abstract_until(const std::string& name, Clock::time_point deadline);
+// Accepts one connection; throws TimeoutError at the deadline.
+Fd accept_until(int listen_fd, Clock::time_point deadline);
+// One record, whole, bounded by the deadline (non-blocking sockets).
+void send_record_until(int fd, const void* rec, size_t bytes, Clock::time_point deadline);
+// Waits for one record; returns its size. Throws Error if the peer closed, TimeoutError at the
+// deadline.
+size_t recv_record_until(int fd, void* rec, size_t capacity, Clock::time_point deadline);
+// The process at the other end, as the kernel saw it connect (in this process's pid namespace).
+pid_t peer_pid(int fd);
+
+}  // namespace kolo::shm
