@@ -14,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "gloo_backend.hpp"
 #include "peer_sweep.hpp"

@@ -44,7 +44,6 @@ class ShmDevice final : public transport::Device {
 
  private:
   ShmDevice(int size, transport::FailureSink* sink);
-  friend class DeviceBuilder;
 
   bool progress_pairs();
   bool check_sockets();
