@@ -52,6 +52,22 @@ struct Request {
   size_t got_bytes = 0;   // on a mismatch: the size that arrived
   size_t transferred = 0; // progress, for timeout messages
   std::string detail;
+
+  // What every transport does when a request is posted, and when it fails.
+  void start(int to_peer, bool send, const Tag& t, size_t n) {
+    state = State::pending;
+    failure = Failure::none;
+    peer = to_peer;
+    is_send = send;
+    tag = t;
+    bytes = n;
+    transferred = 0;
+  }
+  void fail(Failure why, std::string text) {
+    state = State::failed;
+    failure = why;
+    detail = std::move(text);
+  }
 };
 
 class Pair {

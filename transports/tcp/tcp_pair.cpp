@@ -29,20 +29,16 @@ TcpPair::TcpPair(TcpDevice* dev, int peer, Fd fd)
 
 TcpPair::~TcpPair() = default;
 
+bool TcpPair::refuse_if_closed(Request* req) const {
+  if (!failed_ && !gone_) return false;
+  req->fail(failed_ ? Failure::aborted : Failure::peer_closed,
+            "connection to rank " + std::to_string(peer_) + (failed_ ? " already failed" : " was closed by the peer"));
+  return true;
+}
+
 void TcpPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->state = Request::State::pending;
-  req->failure = Failure::none;
-  req->peer = peer_;
-  req->is_send = true;
-  req->tag = tag;
-  req->bytes = bytes;
-  req->transferred = 0;
-  if (failed_ || gone_) {
-    req->state = Request::State::failed;
-    req->failure = failed_ ? Failure::aborted : Failure::peer_closed;
-    req->detail = "connection to rank " + std::to_string(peer_) + (failed_ ? " already failed" : " was closed by the peer");
-    return;
-  }
+  req->start(peer_, true, tag, bytes);
+  if (refuse_if_closed(req)) return;
   SendOp op{};
   op.hdr.kind = FrameKind::data;
   op.hdr.bytes = bytes;
@@ -56,19 +52,8 @@ void TcpPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* 
 }
 
 void TcpPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->state = Request::State::pending;
-  req->failure = Failure::none;
-  req->peer = peer_;
-  req->is_send = false;
-  req->tag = tag;
-  req->bytes = bytes;
-  req->transferred = 0;
-  if (failed_ || gone_) {
-    req->state = Request::State::failed;
-    req->failure = failed_ ? Failure::aborted : Failure::peer_closed;
-    req->detail = "connection to rank " + std::to_string(peer_) + (failed_ ? " already failed" : " was closed by the peer");
-    return;
-  }
+  req->start(peer_, false, tag, bytes);
+  if (refuse_if_closed(req)) return;
   recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, tag, req});
   if (parked_) {
     if (match_parked()) pump_read();

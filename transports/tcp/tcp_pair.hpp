@@ -62,6 +62,7 @@ class TcpPair final : public transport::Pair {
   };
   enum class ReadState { header, payload, abort_reason, discard };
 
+  bool refuse_if_closed(transport::Request* req) const;  // fails req if the connection is over
   bool pump_write();
   bool pump_read();
   bool start_frame();            // a complete header is in cur_; dispatch it
