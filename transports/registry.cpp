@@ -1,6 +1,7 @@
 // The transports kolo knows. A new transport is one folder plus one line here.
 #include <string>
 
+#include "transports/shm/shm_device.hpp"
 #include "transports/tcp/tcp_device.hpp"
 #include "transports/transport.hpp"
 
@@ -9,6 +10,7 @@ namespace kolo::transport {
 const std::vector<TransportInfo>& all_transports() {
   static const std::vector<TransportInfo> list = {
       {"tcp", 10, [](const Bootstrap&, int) { return true; }, &tcp::TcpDevice::connect},
+      {"shm", 20, &shm::ShmDevice::reaches, &shm::ShmDevice::connect},
   };
   return list;
 }

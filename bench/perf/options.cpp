@@ -196,7 +196,7 @@ std::string usage_text(const char* program) {
          "  -z, --blocking 0|1    wait for each collective before issuing the next (default 0)\n"
          "  -T, --timeout SEC     per-collective timeout (default KOLO_TIMEOUT)\n"
          "      --algo NAME       force an algorithm (ring, tree, rd, direct, ...)\n"
-         "      --transport NAME  force a transport (tcp)\n"
+         "      --transport NAME  force a transport (tcp, shm)\n"
          "Run it under a launcher: kolorun -n 4 " + program + " allreduce -b 8 -e 16M -f 4\n"
          "Exit status: 0 ok, 1 wrong results, 2 bad command line, 3 kolo error.\n";
 }

@@ -16,7 +16,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
-      {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp). Empty: automatic."},
+      {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm). Empty: automatic (shm for ranks on this host, tcp for the others)."},
       {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct)."},
       {"KOLO_TREE_MAX_BYTES", "262144", "All-reduce uses the double binary tree up to this many bytes, the ring above."},
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
@@ -25,6 +25,10 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},
+      // Shared memory (ranks on one host)
+      {"KOLO_SHM_SLOT_BYTES", "16384", "Size of one slot of a shared-memory ring, 64-byte header included; a message up to this size less 64 bytes takes one slot, larger ones are pipelined slot by slot."},
+      {"KOLO_SHM_SLOTS", "32", "Slots per shared-memory ring. Each rank reserves KOLO_SHM_SLOTS x KOLO_SHM_SLOT_BYTES in /dev/shm per local peer."},
+      {"KOLO_SHM_CMA_MIN_BYTES", "32768", "Messages of at least this many bytes are copied once, by the receiver, straight from the sender's buffer (process_vm_readv); smaller ones go through the ring. 0: never."},
   };
   return table;
 }

@@ -3,12 +3,14 @@
 //
 // Sleeping: the engine polls, spins a while, then sleeps in poll(2) on wait_fd(), an epoll set
 // over the control sockets and a "nudge" eventfd. While the device is awake the nudge is kept
-// readable, so a sleep attempt returns at once. Once poll() has found nothing to do for
-// kArmAfter, the device *arms*: each pair sets the shared-memory flags for what it waits for
-// (a slot from the peer, a free slot or a finished large read), checks the rings once more, and
-// the nudge is drained. From then on the peer, when it publishes or frees something and sees the
-// flag, writes one doorbell byte on the socket, which wakes us. Any progress (or a new request)
-// disarms again. So busy ranks exchange messages with no system call, and idle ones sleep.
+// readable, so a sleep attempt returns at once. Once poll() has found nothing to do for a short
+// while (KOLO_SPIN_US, at most 20 us: the engine spins longer than that before it sleeps, and a
+// peer that is merely between two messages should not be rung), the device *arms*: each pair
+// sets the shared-memory flags for what it waits for (a slot from the peer, a free slot or a
+// finished large read), checks the rings once more, and the nudge is drained. From then on the
+// peer, when it publishes or frees something and sees the flag, writes one doorbell byte on the
+// socket, which wakes us. Any progress (or a new request) disarms again. So busy ranks exchange
+// messages with no system call, and idle ones sleep.
 #pragma once
 #include <chrono>
 #include <memory>

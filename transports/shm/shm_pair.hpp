@@ -137,6 +137,7 @@ class ShmPair final : public transport::Pair {
   bool gone_ = false;          // the peer said goodbye and left; nothing pending
   bool failed_ = false;
   bool peer_failed_us_ = false;  // the failure came from the peer (died or aborted): no notice back
+  bool abort_sent_ = false;
   bool in_epoll_ = true;
 };
 

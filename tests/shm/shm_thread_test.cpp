@@ -1,0 +1,447 @@
+// The shared-memory transport with threads as ranks (each with its own device and segment):
+// bytes intact at every size and ring geometry, order and matching, mismatches reported with
+// what arrived, doorbells that wake a sleeping receiver or sender, an idle device that really
+// sleeps, abort notices, orderly close, and clear errors for a wrong secret or a full /dev/shm.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <sched.h>
+
+#include <cstring>
+#include <thread>
+
+#include "kolo/error.hpp"
+#include "shm_test_support.hpp"
+#include "transports/shm/shm_device.hpp"
+#include "transports/shm/shm_layout.hpp"
+
+using namespace kolo;
+using namespace kolo::shmtest;
+
+namespace {
+
+class ShmThreads : public ::testing::Test {
+ protected:
+  void SetUp() override { job_id(); }
+  // Every segment is unlinked once the peers attached: nothing may be left, whatever happened.
+  void TearDown() override {
+    auto left = leftover_segments();
+    EXPECT_TRUE(left.empty()) << left.size() << " leftover segment(s), first: " << (left.empty() ? "" : left[0]);
+  }
+};
+
+// Rank 0 and rank 1 each send every size to the other (all posted at once) and check what
+// arrives against an independently generated pattern.
+void exchange_every_size(const std::vector<size_t>& sizes) {
+  auto ranks = connect_all(2);
+  std::vector<std::string> errors(2);
+  auto run = [&](int me) {
+    int other = 1 - me;
+    auto& dev = *ranks[static_cast<size_t>(me)]->dev;
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Request> sreq(sizes.size()), rreq(sizes.size());
+    std::vector<Request*> all;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.push_back(pattern(sizes[i], static_cast<uint64_t>(me * 1000 + i)));
+      in.emplace_back(sizes[i], 0xEE);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      dev.pair(other)->post_recv(in[i].data(), sizes[i], tag(100 + i), &rreq[i]);
+      dev.pair(other)->post_send(out[i].data(), sizes[i], tag(100 + i), &sreq[i]);
+      all.push_back(&rreq[i]);
+      all.push_back(&sreq[i]);
+    }
+    DriveStats st = drive(dev, all, 20s);
+    if (!st.finished) errors[static_cast<size_t>(me)] += "requests did not complete; ";
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sreq[i].state != Request::State::done || rreq[i].state != Request::State::done)
+        errors[static_cast<size_t>(me)] += "size " + std::to_string(sizes[i]) + " not done (" + rreq[i].detail + sreq[i].detail + "); ";
+      else if (in[i] != pattern(sizes[i], static_cast<uint64_t>(other * 1000 + i)))
+        errors[static_cast<size_t>(me)] += "payload of size " + std::to_string(sizes[i]) + " differs; ";
+    }
+  };
+  std::thread t([&] { run(1); });
+  run(0);
+  t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(ranks[0]->sink.first(), Failure::none) << ranks[0]->sink.detail;
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::none) << ranks[1]->sink.detail;
+}
+
+
+}  // namespace
+
+TEST_F(ShmThreads, BytesArriveIntactAtEverySize) { exchange_every_size(boundary_sizes()); }
+
+TEST_F(ShmThreads, BytesArriveIntactThroughTheRingAlone) {
+  // No cross-memory attach: large messages are pipelined through the slots.
+  ScopedEnv cma("KOLO_SHM_CMA_MIN_BYTES", "0");
+  exchange_every_size(boundary_sizes());
+}
+
+TEST_F(ShmThreads, BytesArriveIntactThroughATinyRing) {
+  // Two slots of 64 payload bytes: nearly every message wraps the ring and waits for room.
+  ScopedEnv slot("KOLO_SHM_SLOT_BYTES", "128");
+  ScopedEnv slots("KOLO_SHM_SLOTS", "2");
+  ScopedEnv cma("KOLO_SHM_CMA_MIN_BYTES", "0");
+  exchange_every_size({0, 1, 63, 64, 65, 127, 128, 129, 4095, 100000});
+}
+
+TEST_F(ShmThreads, ManyMessagesMatchInPostingOrder) {
+  // Far more messages than slots, all posted before any is received.
+  ScopedEnv slots("KOLO_SHM_SLOTS", "4");
+  auto ranks = connect_all(2);
+  constexpr int kCount = 500;
+  std::vector<uint64_t> out(kCount), in(kCount, 0);
+  std::vector<Request> s(kCount), r(kCount);
+  std::vector<Request*> sp, rp;
+  for (int i = 0; i < kCount; ++i) {
+    out[static_cast<size_t>(i)] = 0xABCD0000u + static_cast<uint64_t>(i) * 7;
+    ranks[0]->dev->pair(1)->post_send(&out[static_cast<size_t>(i)], 8, tag(static_cast<uint64_t>(i)), &s[static_cast<size_t>(i)]);
+    sp.push_back(&s[static_cast<size_t>(i)]);
+  }
+  std::thread sender([&] { EXPECT_TRUE(drive(*ranks[0]->dev, sp).finished); });
+  for (int i = 0; i < kCount; ++i) {
+    ranks[1]->dev->pair(0)->post_recv(&in[static_cast<size_t>(i)], 8, tag(static_cast<uint64_t>(i)), &r[static_cast<size_t>(i)]);
+    rp.push_back(&r[static_cast<size_t>(i)]);
+  }
+  EXPECT_TRUE(drive(*ranks[1]->dev, rp).finished);
+  sender.join();
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::none) << ranks[1]->sink.detail;
+}
+
+TEST_F(ShmThreads, ReceivePostedAfterArrivalStillMatches) {
+  auto ranks = connect_all(2);
+  for (size_t bytes : {size_t(4000), size_t(200000)}) {  // in the ring; described for a remote read
+    auto data = pattern(bytes, 9);
+    Request s;
+    ranks[0]->dev->pair(1)->post_send(data.data(), bytes, tag(9), &s);
+    // Let the message arrive (or its description) before any receive exists.
+    for (int i = 0; i < 20; ++i) {
+      ranks[0]->dev->poll();
+      ranks[1]->dev->poll();
+    }
+    std::vector<uint8_t> got(bytes, 0);
+    Request r;
+    ranks[1]->dev->pair(0)->post_recv(got.data(), bytes, tag(9), &r);
+    std::thread t([&] { drive(*ranks[0]->dev, {&s}); });
+    EXPECT_TRUE(drive(*ranks[1]->dev, {&r}).finished);
+    t.join();
+    EXPECT_EQ(r.state, Request::State::done);
+    EXPECT_EQ(s.state, Request::State::done);
+    EXPECT_EQ(got, data) << bytes << " bytes";
+  }
+}
+
+TEST_F(ShmThreads, DifferentTagIsReportedWithWhatArrived) {
+  auto ranks = connect_all(2);
+  int x = 1, y = 0;
+  Request s, r;
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  EXPECT_TRUE(drive(*ranks[0]->dev, {&s}).finished);
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r);
+  drive(*ranks[1]->dev, {&r});
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::tag_mismatch);
+  EXPECT_TRUE(r.got_tag == tag(1));
+  EXPECT_EQ(r.got_bytes, sizeof x);
+  EXPECT_EQ(y, 0);  // nothing was copied into the receive
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::tag_mismatch);
+  EXPECT_EQ(ranks[1]->sink.peer, 0);
+}
+
+TEST_F(ShmThreads, DifferentSizeIsReportedForSmallAndLargeMessages) {
+  auto ranks = connect_all(2);
+  // Small: through the ring.
+  int64_t x = 1, y = 0;
+  Request s, r;
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  ranks[1]->dev->pair(0)->post_recv(&y, 4, tag(1), &r);
+  drive(*ranks[1]->dev, {&r});
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::size_mismatch);
+  EXPECT_EQ(r.got_bytes, 8u);
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::size_mismatch);
+
+  // Large: described for a remote read, on a fresh pair of ranks.
+  auto fresh = connect_all(2);
+  auto big = pattern(300000, 3);
+  std::vector<uint8_t> got(200000, 0);
+  Request s2, r2;
+  fresh[0]->dev->pair(1)->post_send(big.data(), big.size(), tag(5), &s2);
+  fresh[1]->dev->pair(0)->post_recv(got.data(), got.size(), tag(5), &r2);
+  drive(*fresh[1]->dev, {&r2});
+  ASSERT_EQ(r2.state, Request::State::failed);
+  EXPECT_EQ(r2.failure, Failure::size_mismatch);
+  EXPECT_EQ(r2.got_bytes, big.size());
+  EXPECT_TRUE(r2.got_tag == tag(5));
+  EXPECT_EQ(fresh[1]->sink.first(), Failure::size_mismatch);
+}
+
+TEST_F(ShmThreads, SleepingReceiverIsWokenBySender) {
+  auto ranks = connect_all(2);
+  int x = 42, y = 0;
+  Request s, r;
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(3), &r);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(150ms);
+    ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(3), &s);
+    drive(*ranks[0]->dev, {&s});
+  });
+  // Sleeps of up to 5 s: only a doorbell ends them early.
+  DriveStats st = drive(*ranks[1]->dev, {&r}, 10s, 5000ms);
+  sender.join();
+  EXPECT_TRUE(st.finished);
+  EXPECT_EQ(y, 42);
+  EXPECT_GE(st.sleeps, 1) << "the receiver never slept";
+  EXPECT_LT(st.seconds, 2.0) << "the receiver was not woken when the message arrived";
+}
+
+TEST_F(ShmThreads, SleepingSenderIsWokenWhenTheRingDrains) {
+  ScopedEnv slots("KOLO_SHM_SLOTS", "2");
+  ScopedEnv cma("KOLO_SHM_CMA_MIN_BYTES", "0");
+  auto ranks = connect_all(2);
+  auto data = pattern(200000, 4);  // far more than two slots
+  std::vector<uint8_t> got(data.size(), 0);
+  Request s, r;
+  ranks[0]->dev->pair(1)->post_send(data.data(), data.size(), tag(4), &s);
+  std::thread receiver([&] {
+    std::this_thread::sleep_for(150ms);
+    ranks[1]->dev->pair(0)->post_recv(got.data(), got.size(), tag(4), &r);
+    drive(*ranks[1]->dev, {&r});
+  });
+  DriveStats st = drive(*ranks[0]->dev, {&s}, 10s, 5000ms);
+  receiver.join();
+  EXPECT_TRUE(st.finished);
+  EXPECT_EQ(got, data);
+  EXPECT_LT(st.seconds, 2.0) << "the sender was not woken when slots were freed";
+}
+
+TEST_F(ShmThreads, SleepingSenderIsWokenWhenItsLargeMessageWasRead) {
+  auto ranks = connect_all(2);
+  auto data = pattern(1 << 20, 5);
+  std::vector<uint8_t> got(data.size(), 0);
+  Request s, r;
+  auto t0 = Clock::now();
+  ranks[0]->dev->pair(1)->post_send(data.data(), data.size(), tag(4), &s);
+  std::thread receiver([&] {
+    std::this_thread::sleep_for(150ms);
+    ranks[1]->dev->pair(0)->post_recv(got.data(), got.size(), tag(4), &r);
+    drive(*ranks[1]->dev, {&r});
+  });
+  DriveStats st = drive(*ranks[0]->dev, {&s}, 10s, 5000ms);
+  receiver.join();
+  EXPECT_TRUE(st.finished);
+  EXPECT_EQ(got, data);
+  // The send completes only once the receiver has read the buffer (no copy was made) ...
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.14);
+  // ... and the sender hears of it at once.
+  EXPECT_LT(st.seconds, 2.0);
+}
+
+TEST_F(ShmThreads, IdleDeviceSleepsInsteadOfSpinning) {
+  auto ranks = connect_all(2);
+  int y = 0;
+  Request r;
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
+  // Nothing will arrive: count how often the loop comes back in 400 ms of 100 ms sleeps.
+  int loops = 0;
+  auto end = Clock::now() + 400ms;
+  while (Clock::now() < end) {
+    ++loops;
+    if (ranks[1]->dev->poll()) continue;
+    pollfd pf{ranks[1]->dev->wait_fd(), POLLIN, 0};
+    ::poll(&pf, 1, 100);
+  }
+  EXPECT_LT(loops, 200) << "wait_fd() stays readable: an idle rank would spin";
+  EXPECT_EQ(r.state, Request::State::pending);
+}
+
+TEST_F(ShmThreads, DeadPeerFailsPendingReceiveAndNamesIt) {
+  auto ranks = connect_all(3);
+  int y = 0;
+  Request r;
+  ranks[1]->dev->pair(2)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[2]->dev.reset();  // closes its sockets without a goodbye, as a killed process would
+  DriveStats st = drive(*ranks[1]->dev, {&r}, 10s, 5000ms);
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_LT(st.seconds, 2.0);
+  EXPECT_EQ(r.failure, Failure::peer_closed);
+  EXPECT_EQ(ranks[1]->sink.peer, 2);
+  EXPECT_NE(ranks[1]->sink.detail.find("rank 2"), std::string::npos) << ranks[1]->sink.detail;
+}
+
+TEST_F(ShmThreads, AbortNoticeCarriesTheReason) {
+  auto ranks = connect_all(3);
+  int y = 0;
+  Request r;
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
+  const std::string reason = "0\nP\nrank 0 gives up: test";
+  ranks[0]->dev->abort(reason);
+  drive(*ranks[1]->dev, {&r}, 10s, 5000ms);
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::peer_aborted);
+  EXPECT_EQ(ranks[1]->sink.detail, reason);
+  // A rank with nothing pending learns it too, on its next look.
+  auto deadline = Clock::now() + 5s;
+  while (ranks[2]->sink.first() == Failure::none && Clock::now() < deadline) {
+    ranks[2]->dev->poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(ranks[2]->sink.first(), Failure::peer_aborted);
+  EXPECT_EQ(ranks[2]->sink.detail, reason);
+}
+
+TEST_F(ShmThreads, AbortFailsOwnPendingRequests) {
+  auto ranks = connect_all(2);
+  int y = 0;
+  Request r;
+  ranks[0]->dev->pair(1)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[0]->dev->abort("bye");
+  EXPECT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::aborted);
+  EXPECT_EQ(ranks[0]->sink.first(), Failure::none);  // its own abort is not a peer failure
+}
+
+TEST_F(ShmThreads, OrderlyCloseReportsNoFailure) {
+  auto ranks = connect_all(3);
+  // A message in flight that is received before the close: the goodbye must not overtake it.
+  auto data = pattern(50000, 6);
+  std::vector<uint8_t> got(data.size(), 0);
+  Request s, r;
+  ranks[0]->dev->pair(2)->post_send(data.data(), data.size(), tag(8), &s);
+  ranks[2]->dev->pair(0)->post_recv(got.data(), got.size(), tag(8), &r);
+  std::vector<std::thread> ts;
+  std::vector<std::vector<int>> missing(3);
+  for (int k = 0; k < 3; ++k)
+    ts.emplace_back([&, k] {
+      if (k == 0) drive(*ranks[0]->dev, {&s});
+      if (k == 2) drive(*ranks[2]->dev, {&r});
+      missing[static_cast<size_t>(k)] = ranks[static_cast<size_t>(k)]->dev->close(Clock::now() + 5s);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(got, data);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(missing[static_cast<size_t>(k)].empty()) << "rank " << k;
+    EXPECT_EQ(ranks[static_cast<size_t>(k)]->sink.first(), Failure::none) << ranks[static_cast<size_t>(k)]->sink.detail;
+  }
+  // A peer that leaves after its goodbye is not a failure either.
+  ranks[0]->dev.reset();
+  for (int i = 0; i < 50; ++i) ranks[1]->dev->poll();
+  EXPECT_EQ(ranks[1]->sink.first(), Failure::none) << ranks[1]->sink.detail;
+}
+
+TEST_F(ShmThreads, SegmentsAreUnlinkedOnceConnected) {
+  auto ranks = connect_all(3);
+  EXPECT_TRUE(leftover_segments().empty());
+}
+
+TEST_F(ShmThreads, WrongSecretIsRefused) {
+  auto store = make_hash_store();
+  Sink s0, s1;
+  std::string err0, err1;
+  std::thread t0([&] {
+    try {
+      shm::ShmDevice::connect(make_bootstrap(*store, 0, 2, &s0, 1, 1s), {1});
+    } catch (const std::exception& e) {
+      err0 = e.what();
+    }
+  });
+  std::thread t1([&] {
+    try {
+      shm::ShmDevice::connect(make_bootstrap(*store, 1, 2, &s1, 2, 1s), {0});
+    } catch (const std::exception& e) {
+      err1 = e.what();
+    }
+  });
+  t0.join();
+  t1.join();
+  EXPECT_NE(err0.find("refused"), std::string::npos) << err0;
+  EXPECT_NE(err0.find("secret"), std::string::npos) << err0;
+  EXPECT_NE(err1.find("secret"), std::string::npos) << err1;
+}
+
+TEST_F(ShmThreads, ReachesOnlyRanksOnTheSameHost) {
+  auto store = make_hash_store();
+  auto b = make_bootstrap(*store, 1, 3, nullptr);
+  b.host_ids = {"a", "a", "b"};
+  EXPECT_TRUE(shm::ShmDevice::reaches(b, 0));
+  EXPECT_FALSE(shm::ShmDevice::reaches(b, 2));
+  b.host_ids.clear();
+  EXPECT_FALSE(shm::ShmDevice::reaches(b, 0));
+}
+
+namespace {
+
+// Both ranks try to connect; returns the first error (both fail the same way).
+std::string connect_error() {
+  auto store = make_hash_store();
+  Sink s0, s1;
+  std::string errs[2];
+  std::thread t([&] {
+    try {
+      shm::ShmDevice::connect(make_bootstrap(*store, 1, 2, &s1, 7, 3s), {0});
+    } catch (const std::exception& e) {
+      errs[1] = e.what();
+    }
+  });
+  try {
+    shm::ShmDevice::connect(make_bootstrap(*store, 0, 2, &s0, 7, 3s), {1});
+  } catch (const std::exception& e) {
+    errs[0] = e.what();
+  }
+  t.join();
+  return errs[0].empty() ? errs[1] : errs[0];
+}
+
+}  // namespace
+
+TEST_F(ShmThreads, SegmentLargerThanDevShmGivesAClearError) {
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  unsigned long long avail = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+  unsigned long long slots = avail / (1ull << 30) + 2;  // 1 GiB slots: more than /dev/shm holds
+  ASSERT_LE(slots, 1u << 20);
+  ScopedEnv slot("KOLO_SHM_SLOT_BYTES", "1G");
+  ScopedEnv n("KOLO_SHM_SLOTS", std::to_string(slots));
+  auto t0 = Clock::now();
+  std::string err = connect_error();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0) << "it must not try to fill /dev/shm first";
+  EXPECT_NE(err.find("/dev/shm/kolo-shm-"), std::string::npos) << err;
+  EXPECT_NE(err.find(std::to_string(shm::segment_bytes(1, size_t(1) << 30, slots))), std::string::npos) << "names no size: " << err;
+  EXPECT_NE(err.find("KOLO_SHM_SLOTS"), std::string::npos) << err;
+}
+
+TEST_F(ShmThreads, FullTmpfsGivesAClearError) {
+  // A real, tiny /dev/shm: only as root, in a child with its own mount namespace.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tiny tmpfs on /dev/shm";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = fork_rank([&]() -> int {
+    ::close(fds[0]);
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+      return 3;  // no permission to make a mount namespace here
+    std::string err = connect_error();
+    ssize_t ignored = ::write(fds[1], err.data(), err.size());
+    (void)ignored;
+    return 0;
+  });
+  ::close(fds[1]);
+  std::string err;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = wait_child(pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here";
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  // Default geometry: 32 slots of 16 KiB per peer, more than 64 KiB.
+  EXPECT_NE(err.find("/dev/shm/kolo-shm-"), std::string::npos) << err;
+  EXPECT_NE(err.find(std::to_string(64 + 384 + 32 * 16384)), std::string::npos) << "names no size: " << err;
+  EXPECT_NE(err.find("shm-size"), std::string::npos) << err;
+}

@@ -1,0 +1,351 @@
+// Setting up the shared-memory transport for a group's local peers:
+//   1. create this rank's segment (one inbound ring per peer) and listen on an abstract socket;
+//   2. publish both names in the store under <prefix>/shm/<rank>;
+//   3. map every peer's segment and find the ring addressed to us there;
+//   4. connect the control sockets (lower rank connects to higher) with a hello that checks the
+//      job secret and the group, like TCP's; a peer's hello proves it has mapped our segment;
+//   5. unlink our segment's name: from here on nothing is left in /dev/shm whatever happens;
+//   6. probe cross-memory attach both ways and tell each peer whether we can read it.
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "common/log.hpp"
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+#include "kolo/store.hpp"
+#include "kolo/version.hpp"
+#include "transports/shm/shm_device.hpp"
+#include "transports/tcp/handshake.hpp"
+#include "transports/tcp/wire.hpp"
+
+namespace kolo::shm {
+
+using transport::Bootstrap;
+using tcp::HelloStatus;
+
+namespace {
+
+struct Geometry {
+  size_t slot_bytes;
+  size_t nslots;
+  size_t cma_min_bytes;
+};
+
+Geometry geometry_from_config() {
+  int64_t slot = config::get_int("KOLO_SHM_SLOT_BYTES");
+  int64_t n = config::get_int("KOLO_SHM_SLOTS");
+  int64_t cma = config::get_int("KOLO_SHM_CMA_MIN_BYTES");
+  if (slot < 128 || slot > (int64_t(1) << 30) || slot % static_cast<int64_t>(kLine) != 0)
+    throw InvalidArgument("KOLO_SHM_SLOT_BYTES=" + std::to_string(slot) + " must be a multiple of 64 between 128 and 1G");
+  if (n < 2 || n > (int64_t(1) << 20))
+    throw InvalidArgument("KOLO_SHM_SLOTS=" + std::to_string(n) + " must be between 2 and 1048576");
+  if (cma < 0) throw InvalidArgument("KOLO_SHM_CMA_MIN_BYTES=" + std::to_string(cma) + " must not be negative");
+  return Geometry{static_cast<size_t>(slot), static_cast<size_t>(n), static_cast<size_t>(cma)};
+}
+
+std::string hex(uint64_t v, int digits) {
+  static const char* d = "0123456789abcdef";
+  std::string s(static_cast<size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = d[v & 15];
+  return s;
+}
+
+// The job part of our names: KOLO_JOB_ID (set by kolorun for every launch) when it is there,
+// else a hash of the store prefix's first component. Either way the pid follows, so two jobs
+// that share both still never collide.
+std::string job_part(const std::string& prefix) {
+  const char* env = std::getenv("KOLO_JOB_ID");
+  std::string job;
+  for (const char* c = env ? env : ""; *c && job.size() < 32; ++c)
+    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '_') job += *c;
+  if (!job.empty()) return job;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "s%08llx",
+                static_cast<unsigned long long>(tcp::group_hash(prefix.substr(0, prefix.find('/'))) & 0xffffffffu));
+  return buf;
+}
+
+std::string base_name(const Bootstrap& b) {
+  return std::string(kNamePrefix) + job_part(b.prefix) + "-" + hex(tcp::group_hash(b.prefix), 12) + "-r" +
+         std::to_string(b.rank) + "-" + std::to_string(::getpid());
+}
+
+std::string store_key(const Bootstrap& b, int rank) { return b.prefix + "/shm/" + std::to_string(rank); }
+
+Hello make_hello(const Bootstrap& b, int peer, HelloStatus status, const uint64_t* probe) {
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.protocol_version = static_cast<uint32_t>(kProtocolVersion);
+  std::memcpy(h.secret, b.secret.data(), sizeof h.secret);
+  h.group_hash = tcp::group_hash(b.prefix);
+  h.src_rank = b.rank;
+  h.dst_rank = peer;
+  h.world_size = b.size;
+  h.status = static_cast<uint32_t>(status);
+  h.probe_addr = reinterpret_cast<uint64_t>(probe);
+  h.probe_value = *probe;
+  return h;
+}
+
+HelloStatus check_hello(const Hello& h, size_t got, const Bootstrap& b, const std::vector<bool>& want) {
+  if (got != sizeof h || h.magic != kHelloMagic) return HelloStatus::bad_magic;
+  if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) return HelloStatus::bad_version;
+  if (std::memcmp(h.secret, b.secret.data(), sizeof h.secret) != 0) return HelloStatus::bad_secret;
+  if (h.group_hash != tcp::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
+  if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) return HelloStatus::bad_rank;
+  return HelloStatus::ok;
+}
+
+// Finds the ring that `sender` writes in a segment owned by `owner`, checking the layout.
+RingView find_ring(const Segment& seg, int owner, int sender) {
+  const std::string where = "shared-memory segment " + std::string(kShmDir) + seg.name() + " of rank " + std::to_string(owner);
+  if (seg.size() < kSegmentHeaderBytes) throw Error("shm transport: " + where + " is too small");
+  auto* hdr = reinterpret_cast<const SegmentHeader*>(seg.base());
+  if (hdr->magic != kSegmentMagic || hdr->version != kLayoutVersion)
+    throw Error("shm transport: " + where + " has an unknown layout (mixed kolo versions?)");
+  if (hdr->owner_rank != owner || hdr->total_bytes != seg.size() ||
+      kSegmentHeaderBytes + hdr->nrings * hdr->ring_bytes > seg.size())
+    throw Error("shm transport: " + where + " is inconsistent");
+  for (uint32_t i = 0; i < hdr->nrings; ++i) {
+    char* base = seg.base() + kSegmentHeaderBytes + i * hdr->ring_bytes;
+    auto* ctl = reinterpret_cast<RingControl*>(base);
+    if (ctl->sender_rank != sender) continue;
+    if (ctl->receiver_rank != owner || ctl->slot_bytes < 2 * kLine || ctl->slot_bytes % kLine != 0 || ctl->nslots < 2 ||
+        ring_bytes(ctl->slot_bytes, ctl->nslots) > hdr->ring_bytes)
+      throw Error("shm transport: " + where + " has a malformed ring for rank " + std::to_string(sender));
+    return RingView{ctl, base + kRingControlBytes, ctl->slot_bytes, ctl->nslots};
+  }
+  throw Error("shm transport: " + where + " has no ring for rank " + std::to_string(sender) +
+              " (do the ranks disagree about which of them share this host?)");
+}
+
+// Whether we can read `pid`'s memory at `addr` and find `value` there.
+bool probe_remote_read(pid_t pid, uint64_t addr, uint64_t value, int* err) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof got};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof got};
+  ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  *err = n < 0 ? errno : 0;
+  return n == static_cast<ssize_t>(sizeof got) && got == value;
+}
+
+void log_fallback_once(int peer, int err) {
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  KOLO_LOG(info, "shm: cannot read rank " << peer << "'s memory with process_vm_readv ("
+                                          << (err ? tcp::errno_text(err) : std::string("wrong value read back"))
+                                          << "); large messages go through the shared-memory rings instead");
+}
+
+}  // namespace
+
+std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
+  const Geometry g = geometry_from_config();
+  std::unique_ptr<ShmDevice> dev(new ShmDevice(b.size, b.failures));
+  const size_t nrings = peers.size();
+  const size_t ring_size = ring_bytes(g.slot_bytes, g.nslots);
+  const size_t total = segment_bytes(nrings, g.slot_bytes, g.nslots);
+
+  // 1. Our segment and listening socket, under a name nobody else holds.
+  Fd listener;
+  std::string seg_name, sock_name;
+  const std::string base = base_name(b);
+  for (int attempt = 0; attempt < 16 && !listener.valid(); ++attempt) {
+    std::string name = attempt == 0 ? base : base + "-" + std::to_string(attempt);
+    Segment seg = Segment::create("/" + name, total);
+    if (!seg.valid()) continue;  // left over from a killed process whose pid came back
+    listener = listen_abstract(name);
+    if (!listener.valid()) continue;
+    dev->own_ = std::move(seg);
+    seg_name = "/" + name;
+    sock_name = name;
+  }
+  if (!listener.valid()) throw Error("shm transport: no free shared-memory name starting with " + base);
+  {
+    auto* hdr = new (dev->own_.base()) SegmentHeader{};
+    hdr->magic = kSegmentMagic;
+    hdr->version = kLayoutVersion;
+    hdr->owner_rank = b.rank;
+    hdr->nrings = static_cast<uint32_t>(nrings);
+    hdr->total_bytes = total;
+    hdr->ring_bytes = ring_size;
+  }
+  std::vector<RingView> inbound(static_cast<size_t>(b.size));
+  for (size_t i = 0; i < nrings; ++i) {
+    char* ring = dev->own_.base() + kSegmentHeaderBytes + i * ring_size;
+    auto* ctl = new (ring) RingControl{};  // the pages are zero: every counter and flag starts at 0
+    ctl->sender_rank = peers[i];
+    ctl->receiver_rank = b.rank;
+    ctl->slot_bytes = static_cast<uint32_t>(g.slot_bytes);
+    ctl->nslots = static_cast<uint32_t>(g.nslots);
+    inbound[static_cast<size_t>(peers[i])] = RingView{ctl, ring + kRingControlBytes, ctl->slot_bytes, ctl->nslots};
+  }
+
+  // 2. Publish; the segment is complete before anyone can find it.
+  b.store->set(store_key(b, b.rank), seg_name + "\n" + sock_name);
+
+  // 3. Map the peers' segments. Should the setup fail, no group forms and nobody needs these
+  //    names any more: unlinking them then also removes the segment of a peer that was killed
+  //    before every rank had attached (its own unlink never came).
+  struct UnlinkUnlessConnected {
+    std::vector<std::string> names;
+    bool connected = false;
+    ~UnlinkUnlessConnected() {
+      if (!connected)
+        for (const auto& n : names) ::shm_unlink(n.c_str());
+    }
+  } peer_names;
+  std::vector<RingView> outbound(static_cast<size_t>(b.size));
+  std::vector<std::string> peer_socket(static_cast<size_t>(b.size));
+  for (int peer : peers) {
+    std::string info = b.store->get_string(store_key(b, peer));
+    auto nl = info.find('\n');
+    if (nl == std::string::npos) throw Error("shm transport: malformed store entry " + store_key(b, peer));
+    peer_names.names.push_back(info.substr(0, nl));
+    Segment seg = Segment::open(info.substr(0, nl), "rank " + std::to_string(peer));
+    outbound[static_cast<size_t>(peer)] = find_ring(seg, peer, b.rank);
+    peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1);
+    dev->peers_.push_back(std::move(seg));
+  }
+
+  // 4. Control sockets. Connecting never waits for the peer to accept (the kernel queues it),
+  //    so every rank connects first and accepts afterwards, as the TCP transport does.
+  std::vector<Fd> socks(static_cast<size_t>(b.size));
+  std::vector<Hello> their(static_cast<size_t>(b.size));
+  std::vector<int> higher;
+  std::vector<bool> want(static_cast<size_t>(b.size), false);
+  int lower = 0;
+  for (int peer : peers) {
+    if (peer < b.rank) {
+      want[static_cast<size_t>(peer)] = true;
+      ++lower;
+      continue;
+    }
+    Fd fd = connect_abstract_until(peer_socket[static_cast<size_t>(peer)], b.deadline);
+    Hello h = make_hello(b, peer, HelloStatus::ok, &dev->probe_word_);
+    send_record_until(fd.get(), &h, sizeof h, b.deadline);
+    socks[static_cast<size_t>(peer)] = std::move(fd);
+    higher.push_back(peer);
+  }
+  int refused = 0;
+  std::string last_refusal;
+  while (lower > 0) {
+    Fd fd;
+    try {
+      fd = accept_until(listener.get(), b.deadline);
+    } catch (const TimeoutError&) {
+      std::string missing;
+      for (int p = 0; p < b.size; ++p)
+        if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for shared-memory connections from rank(s) " +
+                         missing + (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""));
+    }
+    Hello h{};
+    size_t got = 0;
+    try {
+      got = recv_record_until(fd.get(), &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
+    } catch (const Error& e) {
+      ++refused;
+      last_refusal = std::string("no valid handshake: ") + e.what();
+      continue;
+    }
+    HelloStatus st = check_hello(h, got, b, want);
+    int src = h.src_rank;
+    Hello reply = make_hello(b, st == HelloStatus::ok ? src : -1, st, &dev->probe_word_);
+    try {
+      send_record_until(fd.get(), &reply, sizeof reply, b.deadline);
+    } catch (const Error&) {
+      // The caller is gone; nothing to tell it.
+    }
+    if (st != HelloStatus::ok) {
+      ++refused;
+      last_refusal = std::string(tcp::hello_status_text(st)) + (got == sizeof h ? " (claims rank " + std::to_string(src) + ")" : "");
+      KOLO_LOG(warn, "shm: refused a connection: " << last_refusal);
+      continue;
+    }
+    want[static_cast<size_t>(src)] = false;
+    --lower;
+    their[static_cast<size_t>(src)] = h;
+    socks[static_cast<size_t>(src)] = std::move(fd);
+  }
+  for (int peer : higher) {
+    Hello r{};
+    size_t got = 0;
+    try {
+      got = recv_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+    } catch (const TimeoutError&) {
+      throw TimeoutError("rank " + std::to_string(peer) + " did not answer the shared-memory handshake of rank " +
+                         std::to_string(b.rank) + " before the timeout", peer);
+    } catch (const Error& e) {
+      throw PeerError("rank " + std::to_string(peer) + " closed the shared-memory connection during the handshake: " + e.what(), peer);
+    }
+    HelloStatus st = got != sizeof r || r.magic != kHelloMagic ? HelloStatus::bad_magic : static_cast<HelloStatus>(r.status);
+    if (st != HelloStatus::ok)
+      throw PeerError("rank " + std::to_string(peer) + " refused the shared-memory connection from rank " + std::to_string(b.rank) +
+                          ": " + tcp::hello_status_text(st),
+                      peer);
+    their[static_cast<size_t>(peer)] = r;
+  }
+
+  // 5. Every peer sent its hello after mapping our segment: the name can go.
+  dev->own_.unlink();
+
+  // 6. Cross-memory attach, both ways.
+  std::vector<pid_t> pids(static_cast<size_t>(b.size), -1);
+  for (int peer : peers) {
+    const Hello& h = their[static_cast<size_t>(peer)];
+    pid_t pid = peer_pid(socks[static_cast<size_t>(peer)].get());
+    pids[static_cast<size_t>(peer)] = pid;
+    int err = 0;
+    bool can = pid > 0 && probe_remote_read(pid, h.probe_addr, h.probe_value, &err);
+    if (!can) log_fallback_once(peer, err);
+    Ready r{kReadyMagic, can ? 1u : 0u};
+    send_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+  }
+  for (int peer : peers) {
+    Ready r{};
+    size_t got = 0;
+    try {
+      got = recv_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+    } catch (const TimeoutError&) {
+      throw TimeoutError("rank " + std::to_string(peer) + " did not finish the shared-memory setup with rank " +
+                         std::to_string(b.rank) + " before the timeout", peer);
+    } catch (const Error& e) {
+      throw PeerError("rank " + std::to_string(peer) + " left during the shared-memory setup: " + e.what(), peer);
+    }
+    if (got != sizeof r || r.magic != kReadyMagic)
+      throw PeerError("rank " + std::to_string(peer) + " sent a malformed shared-memory setup record", peer);
+    PairSetup s;
+    s.peer = peer;
+    s.in = inbound[static_cast<size_t>(peer)];
+    s.out = outbound[static_cast<size_t>(peer)];
+    s.sock = std::move(socks[static_cast<size_t>(peer)]);
+    s.peer_pid = pids[static_cast<size_t>(peer)];
+    s.peer_reads_us = r.can_read_you != 0;
+    s.cma_min_bytes = g.cma_min_bytes;
+    int fd = s.sock.get();
+    dev->pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(dev.get(), std::move(s));
+    dev->list_.push_back(dev->pairs_[static_cast<size_t>(peer)].get());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u32 = static_cast<uint32_t>(peer);
+    if (::epoll_ctl(dev->epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      throw Error("shm transport: epoll_ctl: " + tcp::errno_text(errno));
+  }
+  peer_names.connected = true;
+  KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("
+                                       << total << " bytes, " << g.nslots << " slots of " << g.slot_bytes << " bytes per ring)");
+  return dev;
+}
+
+}  // namespace kolo::shm

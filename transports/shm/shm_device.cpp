@@ -1,0 +1,155 @@
+// ShmDevice at run time: progress, the sleep/wake protocol, abort and the orderly close.
+// Setup (segments, sockets, handshakes) is in shm_connect.cpp.
+#include "transports/shm/shm_device.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "engine/config.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::shm {
+
+using transport::Failure;
+
+namespace {
+constexpr uint32_t kNudgeId = UINT32_MAX;
+// While busy the device looks at the sockets (abort notices, deaths) only every so many polls:
+// an epoll_wait per poll would put a system call on every message. Idle ranks look every time.
+constexpr unsigned kPollsBetweenSocketChecks = 256;
+// How long poll() must find nothing before the device arms for sleeping. Short: sleeping is
+// decided by the engine; this only keeps peers from ringing doorbells at a rank that is merely
+// between two messages.
+constexpr int64_t kArmAfterMaxUs = 20;
+}  // namespace
+
+ShmDevice::ShmDevice(int size, transport::FailureSink* sink) : pairs_(static_cast<size_t>(size)), sink_(sink) {
+  epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd_.valid()) throw Error("shm transport: epoll_create1: " + tcp::errno_text(errno));
+  // Starts readable: the device is awake, a sleep attempt must return at once.
+  nudge_ = Fd(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!nudge_.valid()) throw Error("shm transport: eventfd: " + tcp::errno_text(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = kNudgeId;
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, nudge_.get(), &ev) != 0)
+    throw Error("shm transport: epoll_ctl: " + tcp::errno_text(errno));
+  arm_after_ = std::chrono::microseconds(std::clamp<int64_t>(config::get_int("KOLO_SPIN_US"), 0, kArmAfterMaxUs));
+  std::random_device rd;
+  probe_word_ = (uint64_t(rd()) << 32 | rd()) | 1;
+}
+
+ShmDevice::~ShmDevice() = default;
+
+bool ShmDevice::reaches(const transport::Bootstrap& b, int peer) {
+  if (peer < 0 || b.rank < 0) return false;
+  size_t p = static_cast<size_t>(peer), me = static_cast<size_t>(b.rank);
+  return p < b.host_ids.size() && me < b.host_ids.size() && !b.host_ids[me].empty() && b.host_ids[p] == b.host_ids[me];
+}
+
+transport::Pair* ShmDevice::pair(int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
+  return pairs_[static_cast<size_t>(peer)].get();
+}
+
+bool ShmDevice::progress_pairs() {
+  bool moved = false;
+  for (ShmPair* p : list_) moved |= p->progress();
+  return moved;
+}
+
+bool ShmDevice::check_sockets() {
+  polls_since_socket_check_ = 0;
+  epoll_event evs[64];
+  int n = ::epoll_wait(epfd_.get(), evs, 64, 0);
+  bool changed = false;
+  for (int i = 0; i < n; ++i) {
+    uint32_t id = evs[i].data.u32;
+    if (id == kNudgeId || id >= pairs_.size() || !pairs_[id]) continue;
+    changed |= pairs_[id]->read_socket();
+  }
+  return changed;
+}
+
+bool ShmDevice::poll() {
+  bool moved = progress_pairs();
+  if (armed_ || ++polls_since_socket_check_ >= kPollsBetweenSocketChecks) moved |= check_sockets();
+  if (moved) {
+    idle_started_ = false;
+    if (armed_) disarm();
+    return true;
+  }
+  if (armed_) return false;
+  auto now = std::chrono::steady_clock::now();
+  if (!idle_started_) {
+    idle_started_ = true;
+    idle_since_ = now;
+  }
+  if (now - idle_since_ < arm_after_) return false;
+  return arm();
+}
+
+bool ShmDevice::arm() {
+  for (ShmPair* p : list_) p->set_waiting(true);
+  // Look again after announcing: a peer that published just before it could see our flag did
+  // not ring, so what it published must be found here.
+  bool moved = progress_pairs();
+  moved |= check_sockets();
+  if (moved) {
+    for (ShmPair* p : list_) p->set_waiting(false);
+    idle_started_ = false;
+    return true;
+  }
+  uint64_t v;
+  ssize_t ignored = ::read(nudge_.get(), &v, sizeof v);
+  (void)ignored;
+  armed_ = true;
+  return false;
+}
+
+void ShmDevice::disarm() {
+  for (ShmPair* p : list_) p->set_waiting(false);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(nudge_.get(), &one, sizeof one);
+  (void)ignored;
+  armed_ = false;
+}
+
+void ShmDevice::forget_socket(int fd) { ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+void ShmDevice::report_failure(int peer, Failure why, const std::string& detail) {
+  if (sink_) sink_->peer_failed(peer, why, detail);
+}
+
+void ShmDevice::abort(const std::string& reason) {
+  for (ShmPair* p : list_) p->abort(reason);
+  if (armed_) disarm();
+}
+
+std::vector<int> ShmDevice::close(std::chrono::steady_clock::time_point deadline) {
+  for (ShmPair* p : list_) p->set_closing();
+  note_post();  // closing pairs wait for more (a goodbye, data to skip): re-arm with that in mind
+  std::vector<int> missing;
+  for (;;) {
+    poll();
+    check_sockets();
+    missing.clear();
+    for (ShmPair* p : list_) {
+      if (p->done()) continue;
+      p->try_send_bye();
+      if (!p->closed_cleanly()) missing.push_back(p->peer());
+    }
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    pollfd pf{epfd_.get(), POLLIN, 0};
+    ::poll(&pf, 1, 10);
+  }
+  for (ShmPair* p : list_) p->shutdown_socket();
+  return missing;
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,473 @@
+#include "transports/shm/shm_pair.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transports/shm/shm_device.hpp"
+
+namespace kolo::shm {
+
+using transport::Failure;
+using transport::Request;
+using transport::Tag;
+
+namespace {
+
+// A read from the peer's memory moves at most this much per call, so that one huge message does
+// not hold up the other pairs; pieces of this size also read faster than one call for the whole
+// message (fewer pages pinned at once).
+constexpr size_t kRemoteReadPiece = size_t(1) << 20;
+
+void begin(Request* req, int peer, bool is_send, const Tag& tag, size_t bytes) {
+  req->state = Request::State::pending;
+  req->failure = Failure::none;
+  req->peer = peer;
+  req->is_send = is_send;
+  req->tag = tag;
+  req->bytes = bytes;
+  req->got_bytes = 0;
+  req->transferred = 0;
+  req->detail.clear();
+}
+
+void complete(Request* r) { r->state = Request::State::done; }
+
+void fail_request(Request* r, Failure why, const std::string& detail) {
+  r->state = Request::State::failed;
+  r->failure = why;
+  r->detail = detail;
+}
+
+std::string rank_name(int peer) { return "rank " + std::to_string(peer); }
+
+}  // namespace
+
+ShmPair::ShmPair(ShmDevice* dev, PairSetup s)
+    : dev_(dev),
+      peer_(s.peer),
+      in_(s.in),
+      out_(s.out),
+      sock_(std::move(s.sock)),
+      peer_pid_(s.peer_pid),
+      peer_reads_us_(s.peer_reads_us),
+      cma_min_(s.cma_min_bytes) {}
+
+ShmPair::~ShmPair() = default;
+
+bool ShmPair::refuse_if_dead(Request* req) {
+  if (!failed_ && !gone_ && !peer_hung_up_) return false;
+  fail_request(req, failed_ ? Failure::aborted : Failure::peer_closed,
+               "connection to " + rank_name(peer_) + (failed_ ? " already failed" : " was closed by the peer"));
+  return true;
+}
+
+void ShmPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) {
+  begin(req, peer_, true, tag, bytes);
+  if (refuse_if_dead(req)) return;
+  dev_->note_post();
+  bool describe = peer_reads_us_ && cma_min_ > 0 && bytes >= cma_min_;
+  sends_.push_back(SendOp{static_cast<const char*>(buf), bytes, 0, false, describe, tag, req});
+  // Try at once: a small message is usually in the ring (and the send done) before this returns.
+  if (sends_.size() == 1) pump_sends();
+}
+
+void ShmPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
+  begin(req, peer_, false, tag, bytes);
+  if (refuse_if_dead(req)) return;
+  dev_->note_post();
+  recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, tag, req});
+  // The message may be waiting in the ring already.
+  if (recvs_.size() == 1) pump_recvs();
+}
+
+bool ShmPair::progress() {
+  if (failed_ || gone_) return false;
+  bool moved = false;
+  if (!sends_.empty() || !described_.empty()) moved |= pump_sends();
+  if (!failed_) moved |= pump_recvs();
+  return moved;
+}
+
+// ---- sending ----
+
+bool ShmPair::slot_free() {
+  if (next_out_ - tail_seen_ < out_.nslots) return true;
+  tail_seen_ = out_.ctl->tail.load(std::memory_order_acquire);
+  return next_out_ - tail_seen_ < out_.nslots;
+}
+
+void ShmPair::publish(SlotHeader* h) {
+  h->seq.store(next_out_ + 1, std::memory_order_release);
+  ++next_out_;
+}
+
+bool ShmPair::pump_sends() {
+  bool moved = false, published = false;
+  while (!sends_.empty() && slot_free()) {
+    SendOp& op = sends_.front();
+    SlotHeader* h = out_.slot(next_out_);
+    if (op.describe) {
+      h->kind = SlotKind::cma;
+      h->len = 0;
+      h->total = op.bytes;
+      std::memcpy(h->tag, op.tag.w, sizeof h->tag);
+      h->addr = reinterpret_cast<uint64_t>(op.buf);
+      publish(h);
+      published = moved = true;
+      described_.push_back(DescribedSend{++described_count_, op.req});
+      sends_.pop_front();
+      continue;
+    }
+    size_t piece = std::min(op.bytes - op.sent, out_.payload_bytes());
+    h->kind = op.started ? SlotKind::more : SlotKind::data;
+    h->len = static_cast<uint32_t>(piece);
+    if (!op.started) {
+      h->total = op.bytes;
+      std::memcpy(h->tag, op.tag.w, sizeof h->tag);
+    }
+    if (piece > 0) std::memcpy(RingView::payload(h), op.buf + op.sent, piece);
+    publish(h);
+    published = moved = true;
+    op.started = true;
+    op.sent += piece;
+    op.req->transferred = op.sent;
+    if (op.sent == op.bytes) {
+      complete(op.req);
+      sends_.pop_front();
+    }
+  }
+  if (published) notify_receiver();
+  if (!described_.empty()) {
+    uint64_t read = out_.ctl->cma_done.load(std::memory_order_acquire);
+    while (!described_.empty() && described_.front().number <= read) {
+      Request* req = described_.front().req;
+      req->transferred = req->bytes;
+      complete(req);
+      described_.pop_front();
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+void ShmPair::notify_receiver() {
+  // Pairs with the receiver's "store flag, then look at the ring": one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& w = out_.ctl->receiver_waiting;
+  if (w.load(std::memory_order_relaxed) != 0 && w.exchange(0) != 0) ring_doorbell();
+}
+
+void ShmPair::notify_sender() {
+  freed_ = false;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& w = in_.ctl->sender_waiting;
+  if (w.load(std::memory_order_relaxed) != 0 && w.exchange(0) != 0) ring_doorbell();
+}
+
+void ShmPair::ring_doorbell() {
+  char c = static_cast<char>(Control::doorbell);
+  // EAGAIN: the peer has unread wake-ups already. EPIPE: it is gone, its hang-up reports that.
+  (void)::send(sock_.get(), &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+// ---- receiving ----
+
+bool ShmPair::wants_inbound() const { return !recvs_.empty() || in_state_ != In::idle || closing_; }
+
+void ShmPair::consume_slot() {
+  ++next_in_;
+  in_.ctl->tail.store(next_in_, std::memory_order_release);
+  freed_ = true;
+}
+
+bool ShmPair::pump_recvs() {
+  // Nothing to receive into and nothing to skip: leave the ring (and its cache lines) alone.
+  if (recvs_.empty() && in_state_ == In::idle && !closing_) return false;
+  bool moved = false;
+  while (!failed_) {
+    if (in_state_ == In::read_remote) {
+      moved |= pump_remote_read();
+      if (in_state_ == In::read_remote) break;  // one piece per call; the engine polls again
+      continue;
+    }
+    SlotHeader* h = in_.slot(next_in_);
+    if (h->seq.load(std::memory_order_acquire) != next_in_ + 1) break;
+    if (in_state_ == In::idle) {
+      if (!start_message(h)) break;
+      moved = true;
+      continue;
+    }
+    // The next piece of a message that earlier slots began.
+    const uint32_t len = h->len;
+    if (h->kind != SlotKind::more || len > left_) {
+      fail(Failure::io_error, "corrupt shared-memory ring from " + rank_name(peer_) + " (bad continuation slot)");
+      break;
+    }
+    if (in_state_ == In::pieces) {
+      std::memcpy(dst_, RingView::payload(h), len);
+      dst_ += len;
+    }
+    left_ -= len;
+    consume_slot();
+    moved = true;
+    if (in_state_ == In::pieces) recvs_.front().req->transferred = recvs_.front().bytes - left_;
+    if (left_ == 0) {
+      if (in_state_ == In::pieces) {
+        complete(recvs_.front().req);
+        recvs_.pop_front();
+      }
+      in_state_ = In::idle;
+    }
+  }
+  if (freed_ && !failed_) notify_sender();
+  return moved;
+}
+
+// A published first slot (data or descriptor) while no message is in progress. Returns false if
+// it must wait for a receive, or if the pair failed.
+bool ShmPair::start_message(SlotHeader* h) {
+  // Read everything before consume_slot(): the sender may reuse the slot right after.
+  const SlotKind kind = h->kind;
+  const uint32_t len = h->len;
+  const uint64_t total = h->total;
+  const uint64_t addr = h->addr;
+  Tag got;
+  std::memcpy(got.w, h->tag, sizeof got.w);
+  if ((kind != SlotKind::data && kind != SlotKind::cma) || len > total || len > in_.payload_bytes()) {
+    fail(Failure::io_error, "corrupt shared-memory ring from " + rank_name(peer_) + " (bad first slot)");
+    return false;
+  }
+  if (recvs_.empty()) {
+    if (!closing_) return false;  // it waits for its receive
+    // Closing and nobody will receive it (a program error on some rank): skip it, so that the
+    // goodbye still gets through. A described message is counted read without reading it.
+    consume_slot();
+    if (kind == SlotKind::cma) {
+      in_.ctl->cma_done.store(++remote_done_, std::memory_order_release);
+    } else if (total > len) {
+      left_ = total - len;
+      in_state_ = In::discard;
+    }
+    return true;
+  }
+  RecvOp& op = recvs_.front();
+  if (!(got == op.tag) || total != op.bytes) {
+    Request* req = op.req;
+    req->got_tag = got;
+    req->got_bytes = total;
+    Failure why = got == op.tag ? Failure::size_mismatch : Failure::tag_mismatch;
+    recvs_.pop_front();
+    fail_request(req, why, "message from " + rank_name(peer_) + " does not match the receive");
+    fail(why, req->detail);
+    return false;
+  }
+  if (kind == SlotKind::cma) {
+    remote_addr_ = addr;
+    remote_got_ = 0;
+    in_state_ = In::read_remote;
+    consume_slot();
+    return true;
+  }
+  if (len > 0) std::memcpy(op.buf, RingView::payload(h), len);
+  consume_slot();
+  if (len == op.bytes) {
+    complete(op.req);
+    recvs_.pop_front();
+  } else {
+    in_state_ = In::pieces;
+    dst_ = op.buf + len;
+    left_ = op.bytes - len;
+    op.req->transferred = len;
+  }
+  return true;
+}
+
+bool ShmPair::pump_remote_read() {
+  RecvOp& op = recvs_.front();
+  if (remote_got_ == op.bytes) {  // read before, held back by the sender's abort flag
+    finish_remote_read();
+    return in_state_ != In::read_remote;
+  }
+  size_t piece = std::min(op.bytes - remote_got_, kRemoteReadPiece);
+  iovec local{op.buf + remote_got_, piece};
+  iovec remote{reinterpret_cast<void*>(remote_addr_ + remote_got_), piece};
+  ssize_t n = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+  if (n <= 0) {
+    int e = n < 0 ? errno : EIO;
+    if (e == EINTR) return false;
+    // The sender may have aborted (its memory going away) or died: its socket tells which.
+    read_socket();
+    if (failed_) return true;
+    if (e == ESRCH)
+      fail(Failure::peer_closed, rank_name(peer_) + " died while this rank was reading its message (process gone)");
+    else
+      fail(Failure::io_error, "reading a message of " + std::to_string(op.bytes) + " bytes from " + rank_name(peer_) +
+                                  " with process_vm_readv failed: " + tcp::errno_text(e));
+    return true;
+  }
+  remote_got_ += static_cast<size_t>(n);
+  op.req->transferred = remote_got_;
+  if (remote_got_ == op.bytes) finish_remote_read();
+  return true;
+}
+
+void ShmPair::finish_remote_read() {
+  // A sender that aborted may have let its buffer go while we read it. It sets this flag after
+  // sending its abort notice and before its abort returns, so if the flag is clear now the
+  // buffer was intact during the whole read. If it is set, the notice decides the outcome.
+  if (in_.ctl->sender_aborted.load(std::memory_order_seq_cst) != 0) {
+    read_socket();
+    return;  // failed by the notice or the hang-up; otherwise check again on the next poll
+  }
+  Request* req = recvs_.front().req;
+  recvs_.pop_front();
+  complete(req);
+  in_state_ = In::idle;
+  in_.ctl->cma_done.store(++remote_done_, std::memory_order_release);
+  freed_ = true;  // the sender may sleep until this count moves
+}
+
+// ---- control socket ----
+
+bool ShmPair::read_socket() {
+  if (failed_ || gone_ || peer_hung_up_) return false;
+  bool changed = false;
+  char buf[1 + kMaxAbortReason];
+  for (;;) {
+    ssize_t n = ::recv(sock_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      switch (static_cast<Control>(buf[0])) {
+        case Control::doorbell: break;
+        case Control::bye:
+          bye_received_ = true;
+          changed = true;
+          break;
+        case Control::abort:
+          peer_failed_us_ = true;
+          fail(Failure::peer_aborted, n > 1 ? std::string(buf + 1, static_cast<size_t>(n - 1)) : "(no reason given)");
+          return true;
+        default:
+          fail(Failure::io_error, "unexpected control record from " + rank_name(peer_));
+          return true;
+      }
+      continue;
+    }
+    if (n == 0 || errno == ECONNRESET) {
+      handle_hangup();
+      return true;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return changed;
+    fail(Failure::io_error, "control socket of " + rank_name(peer_) + ": " + tcp::errno_text(errno));
+    return true;
+  }
+}
+
+void ShmPair::handle_hangup() {
+  // Also guards against re-entry: delivering what is left may read the socket again.
+  if (failed_ || gone_ || peer_hung_up_) return;
+  peer_hung_up_ = true;
+  forget_socket();  // a hung-up socket stays readable: keep it out of the sleep set
+  // Whatever the peer published before it went is complete in the ring: deliver it first.
+  pump_recvs();
+  if (failed_) return;
+  peer_failed_us_ = true;
+  if (!bye_received_) {
+    fail(Failure::peer_closed,
+         "connection to " + rank_name(peer_) + " closed unexpectedly (process died or was killed?)");
+    return;
+  }
+  if (!recvs_.empty() || in_state_ != In::idle || !sends_.empty() || !described_.empty()) {
+    fail(Failure::peer_closed, rank_name(peer_) + " shut down while this rank still expected data from it");
+    return;
+  }
+  gone_ = true;  // an orderly goodbye: nothing more will come, and nothing is missing
+}
+
+void ShmPair::set_waiting(bool on) {
+  if (failed_ || gone_) on = false;
+  bool want_in = on && wants_inbound();
+  bool want_out = on && wants_outbound();
+  if (want_in != waiting_in_) {
+    in_.ctl->receiver_waiting.store(want_in ? 1 : 0, std::memory_order_seq_cst);
+    waiting_in_ = want_in;
+  }
+  if (want_out != waiting_out_) {
+    out_.ctl->sender_waiting.store(want_out ? 1 : 0, std::memory_order_seq_cst);
+    waiting_out_ = want_out;
+  }
+}
+
+void ShmPair::try_send_bye() {
+  if (bye_sent_ || failed_ || gone_ || !sends_.empty() || !described_.empty()) return;
+  // Everything we sent is in the ring (or read) by now, so the goodbye cannot overtake it.
+  char c = static_cast<char>(Control::bye);
+  ssize_t w = ::send(sock_.get(), &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (w == 1) bye_sent_ = true;
+  else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) handle_hangup();
+}
+
+void ShmPair::shutdown_socket() {
+  forget_socket();
+  if (sock_.valid()) ::shutdown(sock_.get(), SHUT_RDWR);
+}
+
+void ShmPair::forget_socket() {
+  if (!in_epoll_) return;
+  in_epoll_ = false;
+  dev_->forget_socket(sock_.get());
+}
+
+// ---- failures ----
+
+void ShmPair::fail_pending(Failure why, const std::string& detail) {
+  for (auto& op : sends_)
+    if (op.req->state == Request::State::pending) fail_request(op.req, why, detail);
+  for (auto& d : described_)
+    if (d.req->state == Request::State::pending) fail_request(d.req, why, detail);
+  for (auto& op : recvs_)
+    if (op.req->state == Request::State::pending) fail_request(op.req, why, detail);
+  sends_.clear();
+  described_.clear();
+  recvs_.clear();
+  in_state_ = In::idle;
+}
+
+bool ShmPair::fail(Failure why, const std::string& detail) {
+  if (failed_) return true;
+  // Before our described sends fail (and their buffers may be reused): a peer still reading one
+  // must not take what it reads for the message.
+  out_.ctl->sender_aborted.store(1, std::memory_order_seq_cst);
+  failed_ = true;
+  set_waiting(false);
+  fail_pending(why, detail);
+  forget_socket();
+  dev_->report_failure(peer_, why, detail);
+  return true;
+}
+
+void ShmPair::abort(const std::string& reason) {
+  fail_pending(Failure::aborted, reason);
+  if (!peer_failed_us_ && !gone_ && !abort_sent_) {
+    // The peer is alive (it did not die or abort itself): tell it why. Best effort and
+    // non-blocking; a full socket means the peer stopped reading, and it sees the shutdown below.
+    std::string rec(1, static_cast<char>(Control::abort));
+    rec += reason.substr(0, kMaxAbortReason);
+    (void)::send(sock_.get(), rec.data(), rec.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    abort_sent_ = true;
+  }
+  // After the notice: a peer that sees the flag finds the notice on the socket.
+  out_.ctl->sender_aborted.store(1, std::memory_order_seq_cst);
+  if (!failed_) {
+    failed_ = true;
+    set_waiting(false);
+    forget_socket();
+  }
+  ::shutdown(sock_.get(), SHUT_WR);
+}
+
+}  // namespace kolo::shm
