@@ -5,13 +5,17 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "common/log.hpp"
 #include "engine/config.hpp"
 #include "kolo/error.hpp"
+#include "transports/setup_failure.hpp"
 
 namespace kolo::engine {
 
@@ -68,6 +72,26 @@ static std::string first_external_ipv4() {
   }
   freeifaddrs(list);
   return found;
+}
+
+// A rank whose setup failed because another rank's did first (it found a segment gone, a socket
+// closed) reports that rank's reason, which is the one the user can act on, and keeps its own
+// symptom in parentheses.
+[[noreturn]] static void rethrow_with_first_cause(const transport::Bootstrap& b, const std::exception& e) {
+  const std::exception_ptr original = std::current_exception();
+  std::optional<std::string> first;
+  try {
+    first = transport::peer_setup_failure(b);
+  } catch (const std::exception&) {
+    // The store is gone too: our own error is all there is to say.
+  }
+  transport::acknowledge_setup_failure(b, std::chrono::milliseconds(2000));
+  const std::string own = e.what();
+  if (!first || own.find(*first) != std::string::npos) std::rethrow_exception(original);
+  int culprit = -1;
+  if (first->rfind("rank ", 0) == 0) culprit = std::atoi(first->c_str() + 5);
+  throw PeerError("rank " + std::to_string(b.rank) + " could not connect to its peers because " + *first + " (here: " + own + ")",
+                  culprit);
 }
 
 Connected connect_group(Store& store, const std::string& prefix, int rank, int size, const Secret& secret,
@@ -127,7 +151,13 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   for (const auto& t : transports) {
     auto it = by_transport.find(&t);
     if (it == by_transport.end()) continue;
-    out.ctx->add_device(t.connect(b, it->second), it->second);
+    std::unique_ptr<transport::Device> dev;
+    try {
+      dev = t.connect(b, it->second);
+    } catch (const std::exception& e) {
+      rethrow_with_first_cause(b, e);
+    }
+    out.ctx->add_device(std::move(dev), it->second);
     KOLO_LOG(debug, "group " << prefix << ": " << t.name << " carries " << it->second.size() << " peer(s)");
   }
   return out;

@@ -24,6 +24,7 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
+#include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/tcp/handshake.hpp"
 #include "transports/tcp/wire.hpp"
@@ -150,8 +151,26 @@ void log_fallback_once(int peer, int err) {
 }  // namespace
 
 std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
-  const Geometry g = geometry_from_config();
+  // Should the setup fail, no group forms and nobody needs the peers' segment names any more:
+  // unlinking them also removes the segment of a peer that was killed before every rank had
+  // attached (its own unlink never came). The reason goes to the store first.
+  // Our own segment is unlinked (with `dev`) only after the reason is out, too.
   std::unique_ptr<ShmDevice> dev(new ShmDevice(b.size, b.failures));
+  std::vector<std::string> peer_names;
+  try {
+    connect_or_throw(b, peers, dev.get(), &peer_names);
+    return dev;
+  } catch (const std::exception& e) {
+    transport::publish_setup_failure(b, e.what());
+    dev.reset();
+    for (const auto& n : peer_names) ::shm_unlink(n.c_str());
+    throw;
+  }
+}
+
+void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers, ShmDevice* dev,
+                                 std::vector<std::string>* peer_names) {
+  const Geometry g = geometry_from_config();
   const size_t nrings = peers.size();
   const size_t ring_size = ring_bytes(g.slot_bytes, g.nslots);
   const size_t total = segment_bytes(nrings, g.slot_bytes, g.nslots);
@@ -194,24 +213,14 @@ std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const 
   // 2. Publish; the segment is complete before anyone can find it.
   b.store->set(store_key(b, b.rank), seg_name + "\n" + sock_name);
 
-  // 3. Map the peers' segments. Should the setup fail, no group forms and nobody needs these
-  //    names any more: unlinking them then also removes the segment of a peer that was killed
-  //    before every rank had attached (its own unlink never came).
-  struct UnlinkUnlessConnected {
-    std::vector<std::string> names;
-    bool connected = false;
-    ~UnlinkUnlessConnected() {
-      if (!connected)
-        for (const auto& n : names) ::shm_unlink(n.c_str());
-    }
-  } peer_names;
+  // 3. Map the peers' segments.
   std::vector<RingView> outbound(static_cast<size_t>(b.size));
   std::vector<std::string> peer_socket(static_cast<size_t>(b.size));
   for (int peer : peers) {
     std::string info = b.store->get_string(store_key(b, peer));
     auto nl = info.find('\n');
     if (nl == std::string::npos) throw Error("shm transport: malformed store entry " + store_key(b, peer));
-    peer_names.names.push_back(info.substr(0, nl));
+    peer_names->push_back(info.substr(0, nl));
     Segment seg = Segment::open(info.substr(0, nl), "rank " + std::to_string(peer));
     outbound[static_cast<size_t>(peer)] = find_ring(seg, peer, b.rank);
     peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1);
@@ -242,13 +251,23 @@ std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const 
   while (lower > 0) {
     Fd fd;
     try {
-      fd = accept_until(listener.get(), b.deadline);
+      // Wake up now and then to see whether a peer gave up (and why).
+      fd = accept_until(listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
     } catch (const TimeoutError&) {
+      const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
+      std::optional<std::string> gave_up;
+      try {
+        gave_up = transport::peer_setup_failure(b);
+      } catch (const PeerError& e) {
+        throw PeerError(e.what() + refusals, -1);
+      }
+      if (gave_up) throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + *gave_up, -1);
+      if (Clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)
         if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for shared-memory connections from rank(s) " +
-                         missing + (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""));
+                         missing + refusals);
     }
     Hello h{};
     size_t got = 0;
@@ -334,7 +353,7 @@ std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const 
     s.peer_reads_us = r.can_read_you != 0;
     s.cma_min_bytes = g.cma_min_bytes;
     int fd = s.sock.get();
-    dev->pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(dev.get(), std::move(s));
+    dev->pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(dev, std::move(s));
     dev->list_.push_back(dev->pairs_[static_cast<size_t>(peer)].get());
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -342,10 +361,8 @@ std::unique_ptr<transport::Device> ShmDevice::connect(const Bootstrap& b, const 
     if (::epoll_ctl(dev->epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
       throw Error("shm transport: epoll_ctl: " + tcp::errno_text(errno));
   }
-  peer_names.connected = true;
   KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("
                                        << total << " bytes, " << g.nslots << " slots of " << g.slot_bytes << " bytes per ring)");
-  return dev;
 }
 
 }  // namespace kolo::shm

@@ -45,6 +45,11 @@ class ShmDevice final : public transport::Device {
   void forget_socket(int fd);
 
  private:
+  // The setup itself, into `dev`; adds every peer segment name it learns to `peer_names`, which
+  // connect() unlinks should the setup fail (after telling the peers why, so that a peer finding
+  // a name gone can report the cause rather than the missing name).
+  static void connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers, ShmDevice* dev,
+                               std::vector<std::string>* peer_names);
   ShmDevice(int size, transport::FailureSink* sink);
 
   bool progress_pairs();

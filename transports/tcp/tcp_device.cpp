@@ -12,6 +12,7 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
+#include "transports/setup_failure.hpp"
 #include "transports/tcp/handshake.hpp"
 
 namespace kolo::tcp {
@@ -49,19 +50,13 @@ void TcpDevice::add_pair(int peer, Fd fd) {
   pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(this, peer, std::move(fd));
 }
 
-// A rank whose setup fails says so in the store, so that peers waiting for its connection fail
-// at once with its reason instead of waiting out the timeout.
-static std::string failed_key(const Bootstrap& b) { return b.prefix + "/tcp/failed"; }
-
+// A rank whose setup fails says so in the store (setup_failure.hpp), so that peers waiting for
+// its connection fail at once with its reason instead of waiting out the timeout.
 std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
   try {
     return connect_or_throw(b, peers);
   } catch (const std::exception& e) {
-    try {
-      b.store->set(failed_key(b), "rank " + std::to_string(b.rank) + ": " + e.what());
-    } catch (const std::exception&) {
-      // The store is gone too; the peers will time out.
-    }
+    transport::publish_setup_failure(b, e.what());
     throw;
   }
 }
@@ -99,23 +94,20 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
       auto slice = std::min(b.deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
       fd = accept_until(listener.get(), slice, &from);
     } catch (const TimeoutError&) {
-      std::string gave_up;
+      const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
+      std::optional<std::string> gave_up;
       try {
-        if (b.store->check({failed_key(b)})) gave_up = b.store->get_string(failed_key(b));
-      } catch (const std::exception& e) {
-        // The store went away, most likely with the rank that hosted it: setup cannot finish.
-        throw PeerError("rank " + std::to_string(b.rank) + " lost the store while waiting for its peers: " + e.what() +
-                            (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""),
-                        -1);
+        gave_up = transport::peer_setup_failure(b);
+      } catch (const PeerError& e) {
+        throw PeerError(e.what() + refusals, -1);
       }
-      if (!gave_up.empty())
-        throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + gave_up, -1);
+      if (gave_up) throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + *gave_up, -1);
       if (std::chrono::steady_clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)
         if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for connections from rank(s) " + missing +
-                         (refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : ""));
+                         refusals);
     }
     int peer = -1;
     std::string why;
