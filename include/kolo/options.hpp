@@ -14,6 +14,10 @@ using Milliseconds = std::chrono::milliseconds;
 struct CommonOptions {
   Milliseconds timeout{0};
   std::string algorithm;
+  // Start the operation on the group's engine thread at once. By default a caller that keeps
+  // waiting right after issuing has its collectives run on its own thread inside wait() (no
+  // thread hand-off); set this for operations meant to overlap with computation (DDP buckets).
+  bool overlap = false;
 };
 
 struct BroadcastOptions : CommonOptions { int root = 0; };

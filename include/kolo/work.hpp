@@ -14,6 +14,21 @@
 
 namespace kolo {
 
+class Work;
+
+// Engine internal. Lets wait() run a still-queued operation on the waiting thread instead of
+// handing it to the group's engine thread and sleeping until that thread is done: a synchronous
+// caller (issue, then wait at once) then pays no thread hand-off at all.
+class WorkRunner {
+ public:
+  virtual ~WorkRunner() = default;
+  // Runs `w`'s operation, and whatever was queued before it, now if none has started and the
+  // engine thread is idle; true if it did. `wait_timeout` is the waiter's own bound.
+  virtual bool run_inline(Work& w, std::chrono::milliseconds wait_timeout) = 0;
+  // Someone polls `w` (is_completed()): the engine thread must not leave it for a waiter.
+  virtual void nudge(Work& w) = 0;
+};
+
 class Work {
  public:
   static constexpr std::chrono::milliseconds kNoTimeout{-1};
@@ -39,6 +54,7 @@ class Work {
 
   // Called by the engine, not by users.
   void finish(std::exception_ptr error);
+  void set_runner(std::weak_ptr<WorkRunner> runner) { runner_ = std::move(runner); }
 
  private:
   const std::string op_name_;
@@ -50,6 +66,7 @@ class Work {
   std::atomic<bool> released_flag_{false};  // the same, for wait()'s brief lock-free polling
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
+  std::weak_ptr<WorkRunner> runner_;  // set once, before the operation is queued
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -25,6 +25,8 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},
+      {"KOLO_INLINE", "1", "1: while callers wait right after issuing, a collective runs on the caller's thread inside wait() instead of the group's engine thread (no thread hand-off). 0: always on the engine thread."},
+      {"KOLO_INLINE_WINDOW_US", "50", "How long a collective waits for its caller to run it inline before the engine thread takes it (and stops deferring until callers wait again)."},
       // Shared memory (ranks on one host)
       {"KOLO_SHM_SLOT_BYTES", "16384", "Size of one slot of a shared-memory ring, 64-byte header included; a message up to this size less 64 bytes takes one slot, larger ones are pipelined slot by slot."},
       {"KOLO_SHM_SLOTS", "32", "Slots per shared-memory ring. Each rank reserves KOLO_SHM_SLOTS x KOLO_SHM_SLOT_BYTES in /dev/shm per local peer."},

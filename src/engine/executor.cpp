@@ -11,12 +11,25 @@ namespace kolo::engine {
 using Clock = std::chrono::steady_clock;
 using transport::Request;
 
+// Set while this thread runs operations (holds some group's run_mu_): a completion callback that
+// waits must not try to run operations itself.
+static thread_local int running_operations = 0;
+
+namespace {
+struct RunningOperations {
+  RunningOperations() { ++running_operations; }
+  ~RunningOperations() { --running_operations; }
+};
+}  // namespace
+
 Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout)
     : ctx_(std::move(ctx)),
       group_(std::move(group)),
       close_timeout_(close_timeout),
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
-      spin_(config::get_int("KOLO_SPIN_US")) {
+      spin_(config::get_int("KOLO_SPIN_US")),
+      inline_enabled_(config::get_int("KOLO_INLINE") != 0),
+      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -29,25 +42,95 @@ Executor::~Executor() {
       t.type = Task::Type::close;
       queue_.push_back(std::move(t));
     }
+    ++wake_gen_;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void Executor::submit(Task t) {
+  bool notify;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
+    t.submitted = Clock::now();
+    t.deferred = inline_enabled_ && !t.overlap && t.type == Task::Type::collective &&
+                 predict_inline_.load(std::memory_order_relaxed);
+    // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
+    if (!queue_.empty() && queue_.front().deferred && t.submitted >= queue_.front().submitted + inline_window_) {
+      for (Task& q : queue_) q.deferred = false;
+      t.deferred = false;
+    }
+    notify = !t.deferred;
     queue_.push_back(std::move(t));
     queued_.fetch_add(1, std::memory_order_release);
+    if (notify) ++wake_gen_;
   }
+  if (notify) {
+    cv_.notify_one();
+    ctx_->wake();
+  }
+}
+
+size_t Executor::find_queued(const Work& w) const {
+  for (size_t i = 0; i < queue_.size(); ++i)
+    if (queue_[i].work.get() == &w) return i;
+  return SIZE_MAX;
+}
+
+void Executor::undefer_through(size_t k) {
+  bool any = false;
+  for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i].deferred, false);
+  if (!any) return;
+  ++wake_gen_;
   cv_.notify_one();
   ctx_->wake();
+}
+
+bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
+  std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
+  if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
+  std::vector<Task> batch;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const size_t k = find_queued(w);
+    if (k == SIZE_MAX) return false;  // running or done
+    // Only collectives, in issue order, and only if the waiter does not want to be released
+    // before the operations' own timeouts could end them.
+    bool ok = run.owns_lock();
+    for (size_t i = 0; ok && i <= k; ++i)
+      ok = queue_[i].type == Task::Type::collective &&
+           (wait_timeout < std::chrono::milliseconds::zero() || wait_timeout >= queue_[i].timeout);
+    if (!ok) {
+      undefer_through(k);  // the waiter will sleep: the engine thread must run them now
+      return false;
+    }
+    for (size_t i = 0; i <= k; ++i) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    queued_.fetch_sub(static_cast<int>(k + 1), std::memory_order_release);
+  }
+  predict_inline_.store(true, std::memory_order_relaxed);
+  RunningOperations mark;
+  for (Task& t : batch) run_task(t);
+  check_pending();
+  return true;
+}
+
+void Executor::nudge(Work& w) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const size_t k = find_queued(w);
+  if (k != SIZE_MAX) undefer_through(k);
 }
 
 void Executor::request_abort(const std::string& reason) {
   user_aborted_.store(true);
   ctx_->peer_failed(group_.rank, transport::Failure::aborted, reason);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++wake_gen_;
+  }
   ctx_->wake();
   cv_.notify_all();
 }
@@ -61,6 +144,7 @@ void Executor::close_and_join() {
       t.type = Task::Type::close;
       queue_.push_back(std::move(t));
     }
+    ++wake_gen_;
   }
   cv_.notify_all();
   ctx_->wake();
@@ -107,6 +191,7 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   for (auto& p : pending_)
     p.work->finish(std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
   pending_.clear();
+  sync_pending_count();
 }
 
 void Executor::wait_for_work() {
@@ -114,32 +199,70 @@ void Executor::wait_for_work() {
   // queue briefly (yielding the core) saves a futex wake-up per operation.
   auto until = Clock::now() + spin_;
   while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until) {
-    if (!pending_.empty() || ctx_->has_failure()) return;
+    if (pending_n_.load(std::memory_order_acquire) > 0 || ctx_->has_failure()) return;
     std::this_thread::yield();
   }
 }
 
-void Executor::loop() {
+// With run_mu_ held (through `run`): the next operation to run, or false when there is none
+// but in-flight point-to-point operations or a failure need attention. Waits without run_mu_, so
+// that a waiting caller can run a deferred operation itself meanwhile.
+bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
+  // Even with nothing to do, look at the transports now and then: a peer may fail while idle.
+  constexpr auto kIdleCheck = std::chrono::milliseconds(10);
+  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    Task t;
-    wait_for_work();
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      while (queue_.empty()) {
-        if (!pending_.empty() || (ctx_->has_failure() && !failed_)) break;
-        cv_.wait(lk);
-      }
-      if (!queue_.empty()) {
-        t = std::move(queue_.front());
+    const bool attention = !pending_.empty() || (ctx_->has_failure() && !failed_);
+    Clock::time_point until;
+    if (!queue_.empty()) {
+      Task& f = queue_.front();
+      const bool young = f.deferred && Clock::now() < f.submitted + inline_window_;
+      if (!young) {
+        // A deferred operation nobody came for: the caller overlaps; stop deferring.
+        if (f.deferred) predict_inline_.store(false, std::memory_order_relaxed);
+        *out = std::move(f);
         queue_.pop_front();
         queued_.fetch_sub(1, std::memory_order_release);
-      } else {
-        t.type = Task::Type::close;
-        t.work = nullptr;
-        t.stamp.seq = UINT64_MAX;  // marks "no task: just progress"
+        return true;
       }
+      if (attention) return false;
+      until = f.submitted + inline_window_;
+    } else {
+      if (attention) return false;
+      until = Clock::now() + kIdleCheck;
     }
-    if (t.type == Task::Type::close && t.stamp.seq == UINT64_MAX) {
+    const uint64_t gen = wake_gen_;
+    lk.unlock();
+    run.unlock();
+    {
+      std::unique_lock<std::mutex> w(mu_);
+      cv_.wait_until(w, until, [&] { return wake_gen_ != gen; });
+    }
+    run.lock();
+    lk.lock();
+  }
+}
+
+void Executor::run_task(Task& t) {
+  if (failed_) {
+    error_delivered_ = true;
+    t.work->finish(not_run_error(t));
+  } else if (t.type == Task::Type::collective) {
+    run_collective(t);
+  } else {
+    post_point_to_point(t);
+  }
+}
+
+void Executor::loop() {
+  RunningOperations mark;
+  std::unique_lock<std::mutex> run(run_mu_);
+  for (;;) {
+    Task t;
+    run.unlock();
+    wait_for_work();
+    run.lock();
+    if (!take_next(run, &t)) {
       // Idle but point-to-point operations are in flight, or a failure needs handling.
       if (ctx_->has_failure() && !failed_) {
         // A peer failed while this rank was idle: the next operation reports it.
@@ -160,20 +283,8 @@ void Executor::loop() {
     }
     switch (t.type) {
       case Task::Type::collective:
-        if (failed_) {
-          error_delivered_ = true;
-          t.work->finish(not_run_error(t));
-        } else {
-          run_collective(t);
-        }
-        break;
       case Task::Type::point_to_point:
-        if (failed_) {
-          error_delivered_ = true;
-          t.work->finish(not_run_error(t));
-        } else {
-          post_point_to_point(t);
-        }
+        run_task(t);
         break;
       case Task::Type::close: {
         // Finish what is in flight, then say goodbye.
@@ -266,6 +377,7 @@ void Executor::post_point_to_point(Task& t) {
   else
     ctx_->pair(t.args.root).post_recv(t.args.recv, bytes, tag, p.req.get());
   pending_.push_back(std::move(p));
+  sync_pending_count();
 }
 
 void Executor::check_pending() {
@@ -275,6 +387,7 @@ void Executor::check_pending() {
     if (r.state == Request::State::done) {
       it->work->finish(nullptr);
       it = pending_.erase(it);
+      sync_pending_count();
       continue;
     }
     if (r.state == Request::State::failed || now >= it->deadline || ctx_->has_failure()) {
@@ -292,6 +405,7 @@ void Executor::check_pending() {
         }
         std::list<Pending> failing;
         failing.splice(failing.begin(), pending_, it);
+        sync_pending_count();
         fail_group(e);
         error_delivered_ = true;
         failing.front().work->finish(err);

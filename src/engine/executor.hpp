@@ -2,6 +2,14 @@
 // its algorithm to completion; a point-to-point operation is posted and then completes in the
 // background, so a send and a receive issued by two ranks towards each other never deadlock.
 // The first failure aborts the group: peers are told, every later operation fails fast.
+//
+// Who runs an operation: a caller that issues a collective and waits for it at once gains
+// nothing from a second thread, and on a machine with fewer cores than threads it loses two
+// hand-offs (microseconds each). So while callers keep waiting right after they issue, a new
+// collective is queued "deferred": the engine thread is not woken, and the caller's wait() runs
+// it itself (run_inline). If nobody comes for it within KOLO_INLINE_WINDOW_US (the caller wanted
+// overlap), the engine thread takes it and stops deferring; Options.overlap skips the deferral.
+// run_mu_ makes sure only one thread at a time runs operations and touches the transports.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -29,12 +37,15 @@ struct Task {
   Stamp stamp;
   std::chrono::milliseconds timeout{0};
   WorkPtr work;
+  bool overlap = false;   // Options.overlap: start on the engine thread at once
+  bool deferred = false;  // left for the waiting caller to run (see above)
+  std::chrono::steady_clock::time_point submitted;
 };
 
-class Executor {
+class Executor final : public WorkRunner {
  public:
   Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout);
-  ~Executor();  // stops the thread; the caller shut down or aborted first
+  ~Executor() override;  // stops the thread; the caller shut down or aborted first
 
   void submit(Task t);
   // Requests an abort from any thread: the running operation fails with `reason`.
@@ -43,6 +54,10 @@ class Executor {
   // Throws if a peer turned out to have failed or aborted during the goodbye.
   void close_and_join();
   bool failed() const;
+
+  // WorkRunner: a waiting (or polling) user thread.
+  bool run_inline(Work& w, std::chrono::milliseconds wait_timeout) override;
+  void nudge(Work& w) override;
 
  private:
   struct Pending {  // a posted point-to-point operation
@@ -55,6 +70,11 @@ class Executor {
 
   void loop();
   void wait_for_work();
+  bool take_next(std::unique_lock<std::mutex>& run, Task* out);
+  void run_task(Task& t);
+  size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
+  void undefer_through(size_t k);           // mu_ held
+  void sync_pending_count() { pending_n_.store(pending_.size(), std::memory_order_release); }
   void run_collective(Task& t);
   void post_point_to_point(Task& t);
   void check_pending();
@@ -70,13 +90,19 @@ class Executor {
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
   std::atomic<int> queued_{0};  // queue_.size(), readable without the lock
+  bool inline_enabled_;
+  std::chrono::microseconds inline_window_;
+  std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
 
-  std::mutex mu_;
+  std::mutex run_mu_;  // held by whichever thread runs operations or polls the transports
+  std::mutex mu_;      // the queue; taken after run_mu_ when both are needed
   std::condition_variable cv_;
   std::deque<Task> queue_;
+  uint64_t wake_gen_ = 0;  // bumped (under mu_) whenever the engine thread must look again
   bool closing_ = false;
 
-  std::list<Pending> pending_;  // touched by the engine thread only
+  std::list<Pending> pending_;  // under run_mu_
+  std::atomic<size_t> pending_n_{0};  // pending_.size(), readable without run_mu_
   std::exception_ptr group_error_;
   std::string group_error_text_;
   std::atomic<bool> failed_{false};

@@ -36,7 +36,7 @@ struct ProcessGroup::Impl {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::vector<std::string> host_ids;
-  std::unique_ptr<engine::Executor> executor;
+  std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
 
   std::mutex mu;  // issue order
   uint64_t coll_seq = 0;
@@ -74,7 +74,7 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->recv_seq.assign(static_cast<size_t>(size), 0);
   auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + timeout, transport);
   impl->host_ids = connected.host_ids;
-  impl->executor = std::make_unique<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size}, timeout);
+  impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size}, timeout);
   return impl;
 }
 
@@ -137,6 +137,8 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   }
   t.args = std::move(args);
   t.work = std::make_shared<Work>(algo::coll_name(t.args.kind), s.seq);
+  t.work->set_runner(executor);
+  t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));
   return w;

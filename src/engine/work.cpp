@@ -8,6 +8,8 @@
 namespace kolo {
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  if (!released_flag_.load(std::memory_order_acquire))
+    if (auto runner = runner_.lock()) runner->run_inline(*this, timeout);
   // Small collectives finish within microseconds: check a few times, yielding the core, before
   // paying for a sleep and a wake-up.
   for (int i = 0; i < 64 && !released_flag_.load(std::memory_order_acquire); ++i) std::this_thread::yield();
@@ -22,8 +24,12 @@ void Work::wait(std::chrono::milliseconds timeout) {
 }
 
 bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return done_;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (done_) return true;
+  }
+  if (auto runner = runner_.lock()) runner->nudge(const_cast<Work&>(*this));
+  return false;
 }
 
 bool Work::is_success() const {

@@ -8,7 +8,10 @@
 //  - bad arguments throw InvalidArgument from the call, before any byte moves, and the group
 //    still works afterwards (scenario_bad_arguments.cpp);
 //  - Work::wait(timeout), is_completed, is_success, exception and on_complete behave as
-//    documented (scenario_work_api.cpp).
+//    documented (scenario_work_api.cpp);
+//  - collectives complete correctly, in order and without waiting, whether the caller's thread
+//    runs them inside wait() or the engine thread does (scenario_who_runs.cpp), with KOLO_INLINE
+//    on and off.
 #include <gtest/gtest.h>
 
 #include "driver_support.hpp"
@@ -35,6 +38,15 @@ TEST(Api, BadArgumentsAreRefusedBeforeAnyByteMoves) {
 
 TEST(Api, WorkHandleWaitTimeoutCompletionAndCallbacks) {
   expect_all_ok(run_world(worker_launch("work-api", 2, std::chrono::seconds(60))));
+}
+
+TEST(Api, CollectivesRunByTheCallerOrTheEngineThreadAgree) {
+  for (const char* inline_mode : {"1", "0"})
+    for (int world : {1, 2, 3}) {
+      LaunchSpec spec = worker_launch("who-runs", world, std::chrono::seconds(90));
+      spec.env["KOLO_INLINE"] = inline_mode;
+      expect_all_ok(run_world(spec));
+    }
 }
 
 }  // namespace

@@ -35,5 +35,6 @@ void scenario_mismatch_count(WorkerContext& ctx);
 void scenario_join(WorkerContext& ctx);              // joins, one barrier, leaves
 void scenario_bad_arguments(WorkerContext& ctx);
 void scenario_work_api(WorkerContext& ctx);
+void scenario_who_runs(WorkerContext& ctx);
 
 }  // namespace kolo::coltest

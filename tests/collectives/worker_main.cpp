@@ -41,6 +41,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"join", scenario_join},
       {"bad-arguments", scenario_bad_arguments},
       {"work-api", scenario_work_api},
+      {"who-runs", scenario_who_runs},
   };
   return table;
 }
