@@ -15,6 +15,7 @@ extern const Algorithm kScatterTree, kScatterDirect;
 extern const Algorithm kAlltoallPairwise, kAlltoallvPairwise;
 extern const Algorithm kBarrierDissemination;
 extern const Algorithm kSendDirect, kRecvDirect;
+extern const Algorithm kAllreduceTwoshot;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -28,6 +29,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kAlltoallPairwise,  &kAlltoallvPairwise,
       &kBarrierDissemination,
       &kSendDirect,        &kRecvDirect,
+      &kAllreduceTwoshot,
   };
   return list;
 }

@@ -66,10 +66,22 @@ bool EngineComm::test(algo::Req r) {
   return req.state == Request::State::done;
 }
 
+static inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 void EngineComm::wait(algo::Req r) {
   Request& req = get(r);
   if (req.state == Request::State::done) return;
   auto spin_until = Clock::now() + spin_;
+  // A peer on another core answers a small message within a microsecond or two: poll that long
+  // without a system call before yielding the core.
+  constexpr int kPureSpinPolls = 64;
+  int idle_polls = 0;
   while (req.state == Request::State::pending) {
     if (ctx_.has_failure()) raise_group_failure();
     bool moved = ctx_.poll();
@@ -80,9 +92,11 @@ void EngineComm::wait(algo::Req r) {
       if (now >= spin_until) {
         auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
         ctx_.block(std::min(left, std::chrono::microseconds(50000)));
-      } else {
+      } else if (++idle_polls > kPureSpinPolls) {
         // Let the peer's threads run when cores are scarce (more threads than cores).
         std::this_thread::yield();
+      } else {
+        cpu_relax();
       }
     }
   }
