@@ -6,7 +6,13 @@ r<rep>_<collective>_n<ranks>_<impl>_<band>.txt. For each (collective, ranks, siz
 median time over the repetitions is kept; busbw is recomputed from it with nccl-tests' factor
 (the logs round busbw to 0.01 GB/s, which is 0.00 for small sizes). A ratio kolo/peer is
 kolo's busbw over the peer's, which is the peer's time over kolo's: > 1 means kolo is faster.
+
+With --limits (compare.sh's limits.json: memcpy/reduction bandwidth from kolo-bench-limits and
+loopback TCP throughput from iperf3) every row also gets the bound its transport implies and its
+busbw as a percentage of it (see bound_gbs). --json writes every row, the limits and the
+ratios; --plots writes PNG charts with gnuplot (compare_plots.py).
 """
+import json
 import argparse
 import csv
 import math
@@ -17,16 +23,42 @@ import sys
 from collections import defaultdict
 
 LOG_NAME = re.compile(
-    r"^r(\d+)_(allreduce|broadcast|reduce|allgather|reducescatter|alltoall)_n(\d+)_(.+)_(small|medium|large|huge)\.txt$")
+    r"^r(\d+)_(allreduce|broadcast|reduce|allgather|reducescatter|alltoall|gather|scatter|sendrecv)_n(\d+)_(.+)_"
+    r"(small|medium|large|huge)\.txt$")
 
 
 def busbw_factor(collective, n):
     """nccl-tests' bus bandwidth factors (its doc/PERFORMANCE.md)."""
     if collective == "allreduce":
         return 2.0 * (n - 1) / n
-    if collective in ("allgather", "reducescatter", "alltoall"):
+    if collective in ("allgather", "reducescatter", "alltoall", "gather", "scatter"):
         return (n - 1) / n
     return 1.0
+
+
+def impl_transport(impl, kolo_transport):
+    """The transport an implementation's bytes take between ranks on this one host."""
+    if impl == "kolo":
+        return kolo_transport or "auto"
+    if impl == "mpi":
+        return "shm"
+    return "tcp"  # mpi-tcp and Gloo's TCP transport
+
+
+def bound_gbs(transport, ranks, limits):
+    """The busbw no algorithm can beat on this machine, by nccl-tests' busbw definition (bytes
+    each rank's link carries): over TCP the loopback link's throughput (iperf3, one stream); over
+    shared memory the memcpy bandwidth, as every bus byte is copied at least once. Ranks beyond
+    the core count share cores, so the single-core rate is scaled by min(1, cores / ranks).
+    None when the limit was not measured."""
+    if not limits:
+        return None
+    share = min(1.0, limits.get("cores", 1) / ranks)
+    if transport == "tcp":
+        link = limits.get("tcp_loopback_gbs")
+    else:  # shm, and "auto", which is shm between ranks on one host
+        link = limits.get("memcpy_1_gbs")
+    return link * share if link else None
 
 
 def parse_rows(path, placement):
@@ -88,7 +120,15 @@ def main():
     ap.add_argument("--placement", choices=("in", "out"), default="in")
     ap.add_argument("--csv", required=True, help="CSV to write")
     ap.add_argument("--meta", help="compare.sh's meta.txt, printed above the tables")
+    ap.add_argument("--json", help="JSON to write: every row, the limits and the ratios")
+    ap.add_argument("--limits", help="compare.sh's limits.json (physical bounds)")
+    ap.add_argument("--transport", default="", help="kolo's KOLO_TRANSPORT in these runs (empty: auto)")
+    ap.add_argument("--plots", help="directory for PNG charts (needs gnuplot)")
     args = ap.parse_args()
+    limits = None
+    if args.limits and os.path.exists(args.limits):
+        with open(args.limits) as f:
+            limits = json.load(f)
 
     times = defaultdict(list)  # (collective, ranks, size, impl) -> [time_us per repetition]
     wrong_total = defaultdict(int)
@@ -111,17 +151,42 @@ def main():
         return 1
 
     medians = {}
+    for key in times:
+        collective, ranks, size, impl = key
+        t = statistics.median(times[key])
+        medians[key] = (t, size / t / 1e3 * busbw_factor(collective, ranks) if t > 0 else 0.0)
+    records = []
+    for key in sorted(times, key=lambda k: (k[0], k[1], k[2], impl_key(k[3]))):
+        collective, ranks, size, impl = key
+        t, bw = medians[key]
+        transport = impl_transport(impl, args.transport)
+        bound = bound_gbs(transport, ranks, limits)
+        kolo = medians.get((collective, ranks, size, "kolo"))
+        # kolo's speed-up over this implementation (its median time over kolo's); None for kolo.
+        ratio = t / kolo[0] if impl != "kolo" and kolo and kolo[0] > 0 else None
+        records.append({
+            "collective": collective, "ranks": ranks, "size_bytes": size, "impl": impl, "transport": transport,
+            "placement": args.placement, "median_time_us": round(t, 3), "busbw_gbs": round(bw, 4),
+            "repetitions": len(times[key]), "wrong": wrong_total[key],
+            "kolo_speedup": round(ratio, 3) if ratio is not None else None,
+            "bound_gbs": round(bound, 3) if bound else None,
+            "pct_of_bound": round(100.0 * bw / bound, 1) if bound else None,
+        })
+    fields = ["collective", "ranks", "size_bytes", "impl", "transport", "placement", "median_time_us", "busbw_gbs",
+              "repetitions", "wrong", "kolo_speedup", "bound_gbs", "pct_of_bound"]
     with open(args.csv, "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["collective", "ranks", "size_bytes", "impl", "placement", "median_time_us", "busbw_gbs",
-                      "repetitions", "wrong"])
-        for key in sorted(times, key=lambda k: (k[0], k[1], k[2], impl_key(k[3]))):
-            collective, ranks, size, impl = key
-            t = statistics.median(times[key])
-            bw = size / t / 1e3 * busbw_factor(collective, ranks) if t > 0 else 0.0
-            medians[key] = (t, bw)
-            out.writerow([collective, ranks, size, impl, args.placement, f"{t:.3f}", f"{bw:.4f}", len(times[key]),
-                          wrong_total[key]])
+        out.writerow(fields)
+        for r in records:
+            out.writerow(["" if r[k] is None else r[k] for k in fields])
+    if args.json:
+        meta = open(args.meta).read() if args.meta and os.path.exists(args.meta) else ""
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "limits": limits, "kolo_transport": args.transport or "auto", "rows": records},
+                      f, indent=1)
+    if args.plots:
+        import compare_plots
+        compare_plots.write_plots(records, args.plots, args.transport or "auto")
 
     if args.meta and os.path.exists(args.meta):
         with open(args.meta) as f:
@@ -129,6 +194,9 @@ def main():
             print(f.read().rstrip())
             print("```")
             print()
+    if limits:
+        print("Physical limits on this machine: " + ", ".join(f"{k} {v}" for k, v in limits.items()) + ".")
+        print()
     if loads:
         print(f"1-minute load average before each of the {len(loads)} runs (the benchmark's own ranks included): "
               f"min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}.")
@@ -145,6 +213,9 @@ def main():
         print(f"### {collective}, {ranks} ranks, float32{reduction}, {column}, median time")
         print()
         header = ["size"] + [f"{i} us" for i in impls] + [f"{i} GB/s" for i in impls] + [f"kolo/{p}" for p in peers]
+        kolo_bound = bound_gbs(impl_transport("kolo", args.transport), ranks, limits)
+        if kolo_bound:
+            header.append("kolo % of bound")
         print("| " + " | ".join(header) + " |")
         print("|" + "|".join(["---:"] * len(header)) + "|")
         ratios = defaultdict(list)  # peer -> [(size, ratio)]
@@ -165,8 +236,13 @@ def main():
                     cells.append(f"{r:.2f}")
                 else:
                     cells.append("-")
+            if kolo_bound:
+                cells.append(f"{100.0 * kolo[1] / kolo_bound:.1f}" if kolo else "-")
             print("| " + " | ".join(cells) + " |")
         print()
+        if kolo_bound:
+            print(f"Bound for kolo ({impl_transport('kolo', args.transport)}, {ranks} ranks): {kolo_bound:.2f} GB/s busbw "
+                  "(see limits above and compare_report.py's bound_gbs).")
         smallest = sizes[0]
         kolo = medians.get((collective, ranks, smallest, "kolo"))
         if kolo:

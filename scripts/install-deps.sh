@@ -3,7 +3,10 @@
 # nothing when everything is already there. Needs root (or sudo) for apt-get.
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libopenmpi-dev openmpi-bin libgloo-dev libibverbs-dev iproute2 python3)
+      libopenmpi-dev openmpi-bin libgloo-dev libibverbs-dev iproute2 python3
+      iperf3 gnuplot-nox bible-kjv bible-kjv-text
+      libopenblas-dev python3-torch
+      qemu-system-x86 mmdebstrap e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

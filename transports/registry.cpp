@@ -1,9 +1,13 @@
 // The transports kolo knows. A new transport is one folder plus one line here.
 #include <string>
 
+#include "transports/ibverbs/ibverbs_config.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/tcp/tcp_device.hpp"
 #include "transports/transport.hpp"
+#if KOLO_HAVE_IBVERBS
+#include "transports/ibverbs/ib_device.hpp"
+#endif
 
 namespace kolo::transport {
 
@@ -11,6 +15,10 @@ const std::vector<TransportInfo>& all_transports() {
   static const std::vector<TransportInfo> list = {
       {"tcp", 10, [](const Bootstrap&, int) { return true; }, &tcp::TcpDevice::connect},
       {"shm", 20, &shm::ShmDevice::reaches, &shm::ShmDevice::connect},
+#if KOLO_HAVE_IBVERBS
+      // Between tcp and shm: chosen for peers on other hosts when both ends have an active port.
+      {"ibverbs", 15, &ib::IbDevice::reaches, &ib::IbDevice::connect},
+#endif
   };
   return list;
 }

@@ -1,5 +1,6 @@
 // Throughput of the CPU reduction kernels against memcpy of the same size, for every dtype
-// (sum), 4 KiB .. 64 MiB per operand buffer. The GB/s counter counts bytes read + written
+// (sum) and every other operator (prod, min, max on float32; band, bor, bxor on int32),
+// 4 KiB .. 64 MiB per operand buffer. The GB/s counter counts bytes read + written
 // (10^9 bytes per second): reduce reads a and b and writes dst (3x the buffer size), as does
 // reduce_inplace (reads dst and src, writes dst); memcpy reads and writes once (2x).
 // Set KOLO_KERNELS=portable to measure the portable loops instead of AVX-512.
@@ -19,11 +20,13 @@ struct FreeDeleter {
 };
 using Buffer = std::unique_ptr<unsigned char, FreeDeleter>;
 
-// Page-aligned and filled with a repeating small-value pattern (no NaN or denormal slow paths,
-// pages faulted in before timing).
+// Page-aligned and filled with a repeating byte pattern, pages faulted in before timing. Every
+// byte is in 0x40..0x7F, so the top byte of every float is too: float32/float64/bfloat16
+// elements are normal numbers of magnitude >= 2 (never denormal, whose multiplications take
+// microcode assists and made prod look 20x slower than it is), float16 ones normal or inf.
 Buffer make_buffer(size_t bytes, unsigned char seed) {
   Buffer b(static_cast<unsigned char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
-  for (size_t i = 0; i < bytes; ++i) b.get()[i] = static_cast<unsigned char>((i * 7 + seed) & 0x3F);
+  for (size_t i = 0; i < bytes; ++i) b.get()[i] = static_cast<unsigned char>(((i * 7 + seed) & 0x3F) | 0x40);
   return b;
 }
 
@@ -45,7 +48,7 @@ void BM_reduce(benchmark::State& state, kolo::DataType t) {
   set_rate(state, 3 * bytes);
 }
 
-void BM_reduce_inplace(benchmark::State& state, kolo::DataType t) {
+void BM_reduce_inplace(benchmark::State& state, kolo::DataType t, kolo::ReduceKind op) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t count = bytes / kolo::dtype_size(t);
   Buffer dst = make_buffer(bytes, 1), src = make_buffer(bytes, 2);
@@ -53,7 +56,7 @@ void BM_reduce_inplace(benchmark::State& state, kolo::DataType t) {
   // iteration counts a benchmark reaches (bfloat16/float16 saturate to inf, which costs the
   // same).
   for (auto _ : state) {
-    kolo::kernels::reduce_inplace(t, kolo::ReduceKind::sum, dst.get(), src.get(), count);
+    kolo::kernels::reduce_inplace(t, op, dst.get(), src.get(), count);
     benchmark::DoNotOptimize(dst.get());
     benchmark::ClobberMemory();
   }
@@ -82,7 +85,16 @@ const bool registered = [] {
     const auto t = static_cast<kolo::DataType>(i);
     const std::string name = kolo::dtype_name(t);
     benchmark::RegisterBenchmark(("reduce_sum/" + name).c_str(), BM_reduce, t)->Apply(apply_sizes);
-    benchmark::RegisterBenchmark(("reduce_inplace_sum/" + name).c_str(), BM_reduce_inplace, t)->Apply(apply_sizes);
+    benchmark::RegisterBenchmark(("reduce_inplace_sum/" + name).c_str(), BM_reduce_inplace, t, kolo::ReduceKind::sum)
+        ->Apply(apply_sizes);
+  }
+  // The other operators, each on one type (float32; int32 for the bitwise ones): every operator
+  // has its own kernel loop, so each gets its own line against memcpy.
+  for (kolo::ReduceKind k : {kolo::ReduceKind::prod, kolo::ReduceKind::min, kolo::ReduceKind::max,
+                             kolo::ReduceKind::band, kolo::ReduceKind::bor, kolo::ReduceKind::bxor}) {
+    const kolo::DataType t = kolo::ReduceOp(k).is_bitwise() ? kolo::DataType::int32 : kolo::DataType::float32;
+    const std::string name = std::string("reduce_inplace_") + kolo::reduce_name(k) + "/" + kolo::dtype_name(t);
+    benchmark::RegisterBenchmark(name.c_str(), BM_reduce_inplace, t, k)->Apply(apply_sizes);
   }
   return true;
 }();

@@ -131,6 +131,34 @@ RunOnce MpiBackend::prepare(const RunRequest& r) {
         check_mpi(MPI_Alltoall(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, MPI_COMM_WORLD),
                   "MPI_Alltoall");
       };
+    case CollId::gather:
+      // MPI_IN_PLACE is the root's alone: its block already sits in the result.
+      return [=] {
+        const void* source = in_place && is_root ? MPI_IN_PLACE : send;
+        check_mpi(MPI_Gather(source, count, type, recv, count, type, root, MPI_COMM_WORLD), "MPI_Gather");
+      };
+    case CollId::scatter:
+      // In place the root keeps its block where it is (in the input, where recv points).
+      return [=] {
+        void* target = in_place && is_root ? MPI_IN_PLACE : recv;
+        check_mpi(MPI_Scatter(send, count, type, target, count, type, root, MPI_COMM_WORLD), "MPI_Scatter");
+      };
+    case CollId::sendrecv: {
+      // nccl-tests' sendrecv: a ring, every rank sends to the next and receives from the previous.
+      const int next = (rank_ + 1) % size_;
+      const int prev = (rank_ + size_ - 1) % size_;
+      if (in_place) {
+        return [=] {
+          check_mpi(MPI_Sendrecv_replace(recv, count, type, next, 0, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                    "MPI_Sendrecv_replace");
+        };
+      }
+      return [=] {
+        check_mpi(MPI_Sendrecv(send, count, type, next, 0, recv, count, type, prev, 0, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv");
+      };
+    }
   }
   throw MpiError("unknown collective");
 }

@@ -14,7 +14,7 @@ namespace {
 
 const kolo::peers::ProgramTraits kTraits{
     "kolo-perf-mpi",
-    {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"},
+    {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter", "sendrecv"},
     {},
     false,
     false,

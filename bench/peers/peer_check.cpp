@@ -19,17 +19,27 @@ int64_t expected_at(const CheckContext& c, const ValuePlan& plan, size_t i) {
     case CollId::broadcast:
       return plan.input(c.root, i);
     case CollId::allgather:
+    case CollId::gather:
       return plan.input(static_cast<int>(i / block), i % block);
+    case CollId::scatter:
+      return plan.input(c.root, static_cast<size_t>(c.rank) * block + i);
+    case CollId::sendrecv:  // a ring: every rank receives from the previous one
+      return plan.input((c.rank + c.nranks - 1) % c.nranks, i);
     case CollId::reducescatter:
       return plan.reduced(static_cast<size_t>(c.rank) * block + i);
     case CollId::alltoall:
       return plan.input(static_cast<int>(i / block), static_cast<size_t>(c.rank) * block + i % block);
+    default:
+      break;
   }
   return 0;
 }
 
-// Broadcast's only input is the root's buffer; everyone else just receives.
-bool has_input(const CheckContext& c) { return c.spec->id != CollId::broadcast || c.rank == c.root; }
+// Broadcast's and scatter's only input is the root's buffer; everyone else just receives.
+bool has_input(const CheckContext& c) {
+  const bool root_input = c.spec->id == CollId::broadcast || c.spec->id == CollId::scatter;
+  return !root_input || c.rank == c.root;
+}
 
 }  // namespace
 
@@ -47,7 +57,7 @@ void fill_for_timing(const CheckContext& c, const Placement& where) {
 }
 
 int64_t count_wrong(const CheckContext& c, const Placement& where, const ValuePlan& plan, const char* program) {
-  const bool root_only = c.spec->id == CollId::reduce;
+  const bool root_only = c.spec->id == CollId::reduce || c.spec->id == CollId::gather;
   if (root_only && c.rank != c.root) return 0;
   int64_t wrong = 0;
   for (size_t i = 0; i < where.recv_count; ++i) {

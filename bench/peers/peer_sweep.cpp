@@ -7,12 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <new>
 
 #include "peer_check.hpp"
-#include "peer_report.hpp"
+#include "report.hpp"
 
 namespace kolo::peers {
 namespace {
@@ -31,17 +30,7 @@ AlignedBytes allocate(size_t bytes) {
   return AlignedBytes(p);
 }
 
-// The size after `size` as nccl-tests steps, never stuck at 0 and never overflowing.
-bool next_size(const PeerOptions& o, size_t& size) {
-  if (o.step_factor > 1) {
-    if (size > std::numeric_limits<size_t>::max() / o.step_factor) return false;
-    size = std::max<size_t>(size * o.step_factor, 1);
-  } else {
-    if (size > std::numeric_limits<size_t>::max() - o.step_bytes) return false;
-    size += o.step_bytes;
-  }
-  return size <= o.max_bytes;
-}
+using bench::RankDescription;
 
 std::vector<RankDescription> describe_ranks(PeerBackend& backend) {
   constexpr size_t kRecord = 64;
@@ -62,8 +51,8 @@ std::vector<RankDescription> describe_ranks(PeerBackend& backend) {
 
 class Sweep {
  public:
-  Sweep(PeerBackend& backend, const PeerOptions& o, const char* program)
-      : backend_(backend), o_(o), program_(program), printing_(backend.rank() == 0) {}
+  Sweep(PeerBackend& backend, const PeerOptions& o, const char* program, bench::Reporter& report)
+      : backend_(backend), o_(o), program_(program), report_(report) {}
 
   void run() {
     const CollectiveSpec& spec = find_collective(o_.collective);
@@ -75,30 +64,26 @@ class Sweep {
       for (ReduceKind op : ops) {
         for (size_t size = o_.min_bytes;;) {
           run_row(spec, type, op, size);
-          if (!next_size(o_, size)) break;
+          if (!bench::next_size(size, o_.max_bytes, o_.step_bytes, o_.step_factor)) break;
         }
       }
     }
   }
-
-  int64_t wrong() const { return wrong_; }
-  double average_busbw() const { return busbw_count_ ? busbw_sum_ / busbw_count_ : 0.0; }
 
  private:
   void run_row(const CollectiveSpec& spec, ElementType type, ReduceKind op, size_t size) {
     const size_t elem = element_size(type);
     const Shape shape = spec.shape(size / elem, backend_.size());
     const size_t row_bytes = std::max(shape.send_count, shape.recv_count) * elem;
-    if (printing_)
-      print_row_start(row_bytes, shape.param_count, type_name(type), spec.reduces ? op_name(op) : "none",
+    report_.begin_row(spec.name, row_bytes, shape.param_count, type_name(type), spec.reduces ? op_name(op) : "none",
                       spec.rooted ? o_.root : -1);
     try {
       for (bool in_place : {false, true}) measure(spec, type, op, shape, row_bytes, in_place);
     } catch (...) {
-      if (printing_) print_row_end();  // finish the half-printed row before the error text
+      report_.end_row();  // finish the half-printed row before the error text
       throw;
     }
-    if (printing_) print_row_end();
+    report_.end_row();
   }
 
   void measure(const CollectiveSpec& spec, ElementType type, ReduceKind op, const Shape& shape, size_t row_bytes,
@@ -128,10 +113,7 @@ class Sweep {
     }
     const double algbw = seconds > 0 ? static_cast<double>(row_bytes) / 1.0e9 / seconds : 0.0;
     const double busbw = algbw * spec.busbw_factor(backend_.size());
-    if (printing_) print_measurement(seconds * 1.0e6, algbw, busbw, wrong);
-    busbw_sum_ += busbw;
-    busbw_count_++;
-    if (wrong > 0) wrong_ += wrong;
+    report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
   }
 
   double combine(double seconds) {
@@ -151,13 +133,10 @@ class Sweep {
   PeerBackend& backend_;
   const PeerOptions& o_;
   const char* program_;
-  const bool printing_;
+  bench::Reporter& report_;
   AlignedBytes send_;
   AlignedBytes recv_;
   uint64_t salt_ = 0;
-  int64_t wrong_ = 0;
-  double busbw_sum_ = 0;
-  int busbw_count_ = 0;
 };
 
 }  // namespace
@@ -167,15 +146,11 @@ int run_benchmark(PeerBackend& backend, const PeerOptions& o, const char* progra
     throw UsageError("-r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(backend.size()) +
                      "-rank job");
   const auto ranks = describe_ranks(backend);
-  const bool printing = backend.rank() == 0;
-  if (printing) {
-    print_preamble(program, backend.library(), o, ranks);
-    print_column_header();
-  }
-  Sweep sweep(backend, o, program);
+  bench::Reporter report(backend.rank() == 0, {program, backend.library(), backend.size()}, o);
+  report.preamble(ranks, std::string("[") + program + "]");
+  Sweep sweep(backend, o, program, report);
   sweep.run();
-  if (printing) print_footer(sweep.wrong(), sweep.average_busbw(), o.collective);
-  return sweep.wrong() != 0 ? kExitWrongResults : kExitOk;
+  return report.finish();
 }
 
 }  // namespace kolo::peers

@@ -3,15 +3,17 @@
 #pragma once
 #include "peer_backend.hpp"
 #include "peer_options.hpp"
+#include "usage_error.hpp"
 
 namespace kolo::peers {
 
-constexpr int kExitOk = 0;
-constexpr int kExitWrongResults = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
+using bench::kExitError;
+using bench::kExitOk;
+using bench::kExitUsage;
+using bench::kExitWrongResults;
 
-// Collective: every rank calls it with the same options. Returns kExitOk or kExitWrongResults;
+// Collective: every rank calls it with the same options. Prints the table on rank 0 (and
+// writes --json/--csv there) and returns kExitOk, kExitWrongResults or kExitBelowMinBw;
 // throws UsageError for a root outside the group.
 int run_benchmark(PeerBackend& backend, const PeerOptions& o, const char* program);
 

@@ -1,8 +1,8 @@
 // kolo-perf: nccl-tests' *_perf programs for kolo, one binary for every collective.
 //   kolorun -n 4 kolo-perf allreduce -b 8 -e 16M -f 4 -c 1
 // Joins the group described by the launch environment (kolo::init_from_env), sweeps the sizes,
-// prints nccl-tests' table on rank 0 and exits 0 ok, 1 wrong results, 2 bad command line,
-// 3 kolo error.
+// prints nccl-tests' table on rank 0 (and with --json/--csv writes every row) and exits 0 ok,
+// 1 wrong results, 2 bad command line, 3 kolo error, 4 average busbw below --min-bw.
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,18 +13,18 @@
 #include <vector>
 
 #include "kolo/kolo.hpp"
+#include "kolo/version.hpp"
 #include "options.hpp"
 #include "report.hpp"
 #include "sweep.hpp"
 
 namespace {
 
-constexpr int kExitWrongResults = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
+using kolo::bench::kExitError;
+using kolo::bench::kExitUsage;
 
 // Every rank's pid and host, gathered with kolo itself, for the "Using devices" lines.
-std::vector<kolo::perf::RankDescription> describe_ranks(kolo::ProcessGroup& group) {
+std::vector<kolo::bench::RankDescription> describe_ranks(kolo::ProcessGroup& group) {
   constexpr size_t kRecord = 64;
   char mine[kRecord] = {};
   char host[kRecord - 16] = {};
@@ -34,7 +34,7 @@ std::vector<kolo::perf::RankDescription> describe_ranks(kolo::ProcessGroup& grou
   group.allgather(kolo::Buffer(mine, kRecord, kolo::DataType::uint8),
                   kolo::Buffer(all.data(), all.size(), kolo::DataType::uint8))
       ->wait();
-  std::vector<kolo::perf::RankDescription> ranks;
+  std::vector<kolo::bench::RankDescription> ranks;
   for (int r = 0; r < group.size(); ++r) {
     const char* record = all.data() + kRecord * static_cast<size_t>(r);
     const std::string text(record, strnlen(record, kRecord));
@@ -55,17 +55,17 @@ int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& g
   if (o.collective == "sendrecv" && group->size() < 2)
     throw kolo::perf::UsageError("sendrecv needs at least 2 ranks (kolo has no send to oneself)");
   const auto ranks = describe_ranks(*group);
-  const bool printing = group->rank() == 0;
-  if (printing) {
-    kolo::perf::print_preamble(o, ranks);
-    kolo::perf::print_column_header();
-  }
-  const kolo::perf::SweepTotals totals = kolo::perf::run_sweep(*group, o);
-  if (printing)
-    kolo::perf::print_footer(totals.wrong, totals.busbw_count ? totals.busbw_sum / totals.busbw_count : 0.0,
-                             o.collective);
+  const std::string algo = o.algorithm.empty() ? "auto" : o.algorithm;
+  const std::string transport = o.transport.empty() ? "auto" : o.transport;
+  kolo::bench::Reporter report(group->rank() == 0,
+                               {"kolo-perf", std::string(kolo::version_string()) + " algo " + algo + " transport " + transport,
+                                group->size()},
+                               o);
+  report.preamble(ranks, "[kolo] algo " + algo + " transport " + transport);
+  kolo::perf::run_sweep(*group, o, report);
+  const int status = report.finish();
   group->shutdown();
-  return totals.wrong != 0 ? kExitWrongResults : 0;
+  return status;
 }
 
 }  // namespace

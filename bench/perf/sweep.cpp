@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 
 #include "check.hpp"
 #include "collectives.hpp"
 #include "issue.hpp"
 #include "placement.hpp"
-#include "report.hpp"
 #include "timing.hpp"
 #include "values.hpp"
 
@@ -27,20 +25,6 @@ AlignedBytes allocate(size_t bytes) {
   void* p = std::aligned_alloc(kAlign, rounded);
   if (p == nullptr) throw std::bad_alloc();
   return AlignedBytes(p);
-}
-
-// The size after `size`, as nccl-tests steps (but never stuck at 0 and never overflowing).
-bool next_size(const PerfOptions& o, size_t& size) {
-  size_t next;
-  if (o.step_factor > 1) {
-    if (size > std::numeric_limits<size_t>::max() / o.step_factor) return false;
-    next = std::max<size_t>(size * o.step_factor, 1);
-  } else {
-    if (size > std::numeric_limits<size_t>::max() - o.step_bytes) return false;
-    next = size + o.step_bytes;
-  }
-  size = next;
-  return size <= o.max_bytes;
 }
 
 // One printed row: a collective, type, operator and size.
@@ -62,9 +46,9 @@ int64_t sum_across_ranks(ProcessGroup& group, int64_t value) {
 
 class Sweep {
  public:
-  Sweep(ProcessGroup& group, const PerfOptions& o) : group_(group), o_(o) {}
+  Sweep(ProcessGroup& group, const PerfOptions& o, bench::Reporter& report) : group_(group), o_(o), report_(report) {}
 
-  SweepTotals run() {
+  void run() {
     const CollectiveSpec& spec = find_collective(o_.collective);
     send_ = allocate(o_.max_bytes);
     recv_ = allocate(o_.max_bytes);
@@ -79,11 +63,10 @@ class Sweep {
         }
         for (size_t size = o_.min_bytes;;) {
           run_row(spec, dtype, op, size);
-          if (!next_size(o_, size)) break;
+          if (!bench::next_size(size, o_.max_bytes, o_.step_bytes, o_.step_factor)) break;
         }
       }
     }
-    return totals_;
   }
 
  private:
@@ -93,21 +76,19 @@ class Sweep {
     const Shape shape = spec.shape(size / elem, n);
     const size_t row_bytes = std::max(shape.send_count, shape.recv_count) * elem;
     const RowSetup row{spec, dtype, op, shape, row_bytes, send_.get(), recv_.get()};
-    const bool printing = group_.rank() == 0;
-    if (printing)
-      print_row_start(row_bytes, shape.param_count, nccl_dtype_name(dtype), spec.reduces ? nccl_op_name(op.kind) : "none",
-                      spec.rooted ? o_.root : -1);
+    report_.begin_row(spec.name, row_bytes, shape.param_count, nccl_dtype_name(dtype),
+                      spec.reduces ? nccl_op_name(op.kind) : "none", spec.rooted ? o_.root : -1);
     try {
-      measure_both(row, printing);
+      measure_both(row);
     } catch (...) {
-      if (printing) print_row_end();  // finish the half-printed row before the error text
+      report_.end_row();  // finish the half-printed row before the error text
       throw;
     }
-    if (printing) print_row_end();
+    report_.end_row();
   }
 
   // Out-of-place then in-place: time, check, print one column group each.
-  void measure_both(const RowSetup& row, bool printing) {
+  void measure_both(const RowSetup& row) {
     const CollectiveSpec& spec = row.spec;
     for (bool in_place : {false, true}) {
       const Placement where =
@@ -121,10 +102,7 @@ class Sweep {
       const int64_t wrong = checked ? check_once(row, where, issue_once, in_place) : -1;
       const double algbw = seconds > 0 ? static_cast<double>(row.row_bytes) / 1.0e9 / seconds : 0.0;
       const double busbw = algbw * spec.busbw_factor(group_.size());
-      if (printing) print_measurement(seconds * 1.0e6, algbw, busbw, wrong);
-      totals_.busbw_sum += busbw;
-      totals_.busbw_count++;
-      if (wrong > 0) totals_.wrong += wrong;
+      report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
     }
   }
 
@@ -142,12 +120,12 @@ class Sweep {
   const PerfOptions& o_;
   AlignedBytes send_;
   AlignedBytes recv_;
+  bench::Reporter& report_;
   uint64_t salt_ = 0;
-  SweepTotals totals_;
 };
 
 }  // namespace
 
-SweepTotals run_sweep(ProcessGroup& group, const PerfOptions& o) { return Sweep(group, o).run(); }
+void run_sweep(ProcessGroup& group, const PerfOptions& o, bench::Reporter& report) { Sweep(group, o, report).run(); }
 
 }  // namespace kolo::perf

@@ -5,17 +5,13 @@
 
 #include "kolo/process_group.hpp"
 #include "options.hpp"
+#include "report.hpp"
 
 namespace kolo::perf {
 
-struct SweepTotals {
-  int64_t wrong = 0;       // wrong elements over every row, all ranks
-  double busbw_sum = 0;    // for the "Avg bus bandwidth" footer
-  int busbw_count = 0;
-};
-
-// Collective: every rank runs it with the same options. Throws UsageError for a combination
-// that was asked for explicitly but cannot run (a bitwise operator on a floating type).
-SweepTotals run_sweep(ProcessGroup& group, const PerfOptions& o);
+// Collective: every rank runs it with the same options; every measurement goes to `report`
+// (which prints on rank 0 and keeps the totals). Throws UsageError for a combination that was
+// asked for explicitly but cannot run (a bitwise operator on a floating type).
+void run_sweep(ProcessGroup& group, const PerfOptions& o, bench::Reporter& report);
 
 }  // namespace kolo::perf

@@ -1,6 +1,7 @@
 // The whole public API of kolo.
 #pragma once
 #include "kolo/buffer.hpp"
+#include "kolo/ddp.hpp"
 #include "kolo/error.hpp"
 #include "kolo/options.hpp"
 #include "kolo/process_group.hpp"

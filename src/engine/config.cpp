@@ -16,7 +16,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
-      {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm). Empty: automatic (shm for ranks on this host, tcp for the others)."},
+      {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},
       {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct)."},
       {"KOLO_TREE_MAX_BYTES", "262144", "All-reduce uses the double binary tree up to this many bytes, the ring above."},
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
@@ -31,6 +31,11 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_SHM_SLOT_BYTES", "16384", "Size of one slot of a shared-memory ring, 64-byte header included; a message up to this size less 64 bytes takes one slot, larger ones are pipelined slot by slot."},
       {"KOLO_SHM_SLOTS", "32", "Slots per shared-memory ring. Each rank reserves KOLO_SHM_SLOTS x KOLO_SHM_SLOT_BYTES in /dev/shm per local peer."},
       {"KOLO_SHM_CMA_MIN_BYTES", "32768", "Messages of at least this many bytes are copied once, by the receiver, straight from the sender's buffer (process_vm_readv); smaller ones go through the ring. 0: never."},
+      // RDMA verbs (ibverbs transport)
+      {"KOLO_IB_HCA", "", "RDMA device and port for the ibverbs transport, as name[:port] (mlx5_0:1, rxe0). Empty: the first ACTIVE port of any device."},
+      {"KOLO_IB_GID_INDEX", "", "GID table index for the ibverbs transport. Empty: on RoCE a RoCE v2 GID holding an IPv4-mapped address (from sysfs gid_attrs/types), on InfiniBand none (LID routing)."},
+      {"KOLO_IB_SLOT_BYTES", "131072", "Size of one slot of an RDMA receive ring, 64-byte header included; longer messages are written slot by slot."},
+      {"KOLO_IB_SLOTS", "16", "Slots per RDMA ring. Each rank registers 2 x KOLO_IB_SLOTS x KOLO_IB_SLOT_BYTES per peer (a staging and a receive ring)."},
   };
   return table;
 }

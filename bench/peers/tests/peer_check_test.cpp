@@ -1,6 +1,6 @@
 // The check the peers rely on: a correct result (computed here by moving data between the ranks'
 // buffers by hand) counts 0 wrong, a single corrupted element counts 1, and a run that wrote
-// nothing counts every element. Covers all six collectives, in and out of place, on 3 ranks.
+// nothing counts every element. Covers all nine collectives, in and out of place, on 3 ranks.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -74,6 +74,16 @@ class Simulated {
           case CollId::alltoall:
             v = in[i / block][static_cast<size_t>(r) * block + i % block];
             break;
+          case CollId::gather:
+            if (r != kRoot) continue;  // the other ranks have no output
+            v = in[i / block][i % block];
+            break;
+          case CollId::scatter:
+            v = in[kRoot][static_cast<size_t>(r) * block + i];
+            break;
+          case CollId::sendrecv:
+            v = in[static_cast<size_t>((r + kRanks - 1) % kRanks)][i];
+            break;
         }
         out[i] = v;
       }
@@ -90,9 +100,11 @@ class Simulated {
   size_t checked_elements() const {
     size_t total = 0;
     for (int r = 0; r < kRanks; ++r)
-      if (spec_.id != CollId::reduce || r == kRoot) total += ranks_[static_cast<size_t>(r)].where.recv_count;
+      if (!root_only() || r == kRoot) total += ranks_[static_cast<size_t>(r)].where.recv_count;
     return total;
   }
+
+  bool root_only() const { return spec_.id == CollId::reduce || spec_.id == CollId::gather; }
 
   float* output_of(int rank) { return static_cast<float*>(ranks_[static_cast<size_t>(rank)].where.recv); }
 
@@ -121,7 +133,7 @@ TEST_P(PeerCheck, CountsExactlyTheWrongElements) {
   sim.run();
   EXPECT_EQ(sim.wrong(plan), 0);
 
-  const int rank = spec.id == CollId::reduce ? kRoot : 2;
+  const int rank = sim.root_only() ? kRoot : 2;
   sim.output_of(rank)[1] += 1.0f;
   EXPECT_EQ(sim.wrong(plan), 1);
 
@@ -135,7 +147,8 @@ TEST_P(PeerCheck, CountsExactlyTheWrongElements) {
 
 INSTANTIATE_TEST_SUITE_P(AllCollectives, PeerCheck,
                          ::testing::Combine(::testing::Values("allreduce", "broadcast", "reduce", "allgather",
-                                                              "reducescatter", "alltoall"),
+                                                              "reducescatter", "alltoall", "gather", "scatter",
+                                                              "sendrecv"),
                                             ::testing::Bool()));
 
 TEST(PeerCheckTiming, FillForTimingWritesSmallIntegersEverywhere) {

@@ -1,12 +1,10 @@
-#include "collectives.hpp"
+#include "collective_specs.hpp"
 
-#include "options.hpp"
+#include "usage_error.hpp"
 
-namespace kolo::perf {
+namespace kolo::bench {
 namespace {
 
-// Shapes, as in nccl-tests: sizes that do not divide by nranks are rounded down to a multiple,
-// so a small size can leave a count of 0 (still run: zero counts must work).
 Shape same_count(size_t count, int) { return {count, count, count}; }
 
 Shape gather_like(size_t count, int nranks) {  // allgather, gather: recv holds every rank's block
@@ -24,8 +22,6 @@ Shape all_to_all(size_t count, int nranks) {
   return {per_rank * static_cast<size_t>(nranks), per_rank * static_cast<size_t>(nranks), per_rank};
 }
 
-// Bus bandwidth factors of nccl-tests (doc/PERFORMANCE.md there): what each rank's link carries
-// relative to algbw in the bandwidth-optimal algorithm.
 double allreduce_factor(int n) { return n > 0 ? 2.0 * (n - 1) / n : 0.0; }
 double n_minus_1_over_n(int n) { return n > 0 ? static_cast<double>(n - 1) / n : 0.0; }
 double one(int) { return 1.0; }
@@ -44,14 +40,18 @@ constexpr CollectiveSpec kCollectives[] = {
 
 }  // namespace
 
+std::string canonical_collective(const std::string& name) {
+  if (name == "all_reduce") return "allreduce";
+  if (name == "all_gather") return "allgather";
+  if (name == "reduce_scatter") return "reducescatter";
+  return name;
+}
+
 const CollectiveSpec& find_collective(const std::string& name) {
+  const std::string canonical = canonical_collective(name);
   for (const CollectiveSpec& spec : kCollectives) {
-    if (name == spec.name) return spec;
+    if (canonical == spec.name) return spec;
   }
-  // nccl-tests' binary names, so scripts can pass them through.
-  if (name == "all_reduce") return kCollectives[0];
-  if (name == "all_gather") return kCollectives[3];
-  if (name == "reduce_scatter") return kCollectives[4];
   throw UsageError("unknown collective '" + name + "' (expected " + collective_names() + ")");
 }
 
@@ -64,4 +64,4 @@ std::string collective_names() {
   return names;
 }
 
-}  // namespace kolo::perf
+}  // namespace kolo::bench

@@ -1,0 +1,81 @@
+// What every benchmark program prints and writes: nccl-tests' table on stdout (preamble,
+// two-line header, one row per size with out-of-place then in-place columns, footer), and the
+// same rows as JSON (--json) and CSV (--csv). Only rank 0 makes a Reporter that prints.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common_options.hpp"
+
+namespace kolo::bench {
+
+struct RankDescription {
+  int rank;
+  int pid;
+  std::string host;
+};
+
+// Who measured: written into every JSON/CSV row so files of kolo and peers can be merged.
+struct RunIdentity {
+  std::string program;  // "kolo-perf", "kolo-perf-mpi", ...
+  std::string library;  // "kolo 0.1.0 transport auto algo auto", "Open MPI v4.1.4", ...
+  int nranks = 0;
+};
+
+// One measured column group of one row.
+struct Measurement {
+  std::string collective;
+  size_t size_bytes = 0;  // max(send, recv) bytes, the "size" column
+  size_t count = 0;       // per-rank count passed to the collective
+  std::string type;       // nccl-tests' names: "float", "double", ...
+  std::string redop;      // "sum", ..., "none" for data movement
+  int root = -1;
+  bool in_place = false;
+  double time_us = 0;
+  double algbw_gbs = 0;
+  double busbw_gbs = 0;
+  int64_t wrong = -1;     // -1: not checked
+};
+
+class Reporter {
+ public:
+  // printing: this rank prints the table and writes the files (rank 0).
+  Reporter(bool printing, RunIdentity identity, const CommonOptions& options);
+
+  // device_tag: what follows "device cpu" on each rank's line ("[kolo] algo auto transport tcp").
+  void preamble(const std::vector<RankDescription>& ranks, const std::string& device_tag);
+  void begin_row(const std::string& collective, size_t size_bytes, size_t count, const std::string& type,
+                 const std::string& redop, int root);
+  void measurement(bool in_place, double time_us, double algbw_gbs, double busbw_gbs, int64_t wrong);
+  // Ends the printed line; also after an exception, so the error text starts on its own line.
+  void end_row();
+
+  int64_t total_wrong() const { return total_wrong_; }
+  double average_busbw() const;  // over every column group, as nccl-tests' footer
+  // Prints the footer, writes --json/--csv, and returns the exit status: kExitWrongResults on
+  // any wrong element, else kExitBelowMinBw below the floor, else kExitOk. Throws
+  // std::runtime_error when a file cannot be written.
+  int finish();
+
+  const std::vector<Measurement>& rows() const { return rows_; }
+
+ private:
+  void write_json(const std::string& path) const;
+  void write_csv(const std::string& path) const;
+
+  bool printing_;
+  RunIdentity identity_;
+  const CommonOptions& o_;
+  Measurement current_;
+  std::vector<Measurement> rows_;
+  int64_t total_wrong_ = 0;
+  double busbw_sum_ = 0;
+  int busbw_count_ = 0;
+};
+
+// Exit status for a finished run (see Reporter::finish).
+int exit_status(int64_t total_wrong, double average_busbw, double min_bw);
+
+}  // namespace kolo::bench

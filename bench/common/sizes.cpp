@@ -1,0 +1,62 @@
+#include "sizes.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "usage_error.hpp"
+
+namespace kolo::bench {
+
+size_t parse_size(const std::string& text, const char* flag) {
+  if (text.empty()) throw UsageError(std::string(flag) + ": empty size");
+  size_t digits_end = text.size();
+  size_t multiplier = 1;
+  switch (text.back()) {
+    case 'K': case 'k': multiplier = size_t{1} << 10; digits_end--; break;
+    case 'M': case 'm': multiplier = size_t{1} << 20; digits_end--; break;
+    case 'G': case 'g': multiplier = size_t{1} << 30; digits_end--; break;
+    default: break;
+  }
+  const std::string digits = text.substr(0, digits_end);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(std::string(flag) + ": '" + text + "' is not a size (digits with an optional K, M or G)");
+  errno = 0;
+  const unsigned long long v = std::strtoull(digits.c_str(), nullptr, 10);
+  if (errno == ERANGE || v > std::numeric_limits<size_t>::max() / multiplier)
+    throw UsageError(std::string(flag) + ": '" + text + "' is too large");
+  return static_cast<size_t>(v) * multiplier;
+}
+
+long long parse_integer(const std::string& text, const std::string& flag, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) throw UsageError(flag + ": '" + text + "' is not an integer");
+  if (v < lo || v > hi)
+    throw UsageError(flag + ": " + text + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+double parse_non_negative(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+    throw UsageError(flag + ": '" + text + "' is not a non-negative number");
+  return v;
+}
+
+bool next_size(size_t& size, size_t max_bytes, size_t step_bytes, size_t step_factor) {
+  if (step_factor > 1) {
+    if (size > std::numeric_limits<size_t>::max() / step_factor) return false;
+    size = std::max<size_t>(size * step_factor, 1);
+  } else {
+    if (size > std::numeric_limits<size_t>::max() - step_bytes) return false;
+    size += step_bytes;
+  }
+  return size <= max_bytes;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,22 @@
+// Byte sizes and integers on the command line, and nccl-tests' size sweep.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace kolo::bench {
+
+// A byte count with an optional K/M/G suffix (powers of 1024, either case), like nccl-tests'
+// parsesize. Throws UsageError naming `flag`.
+size_t parse_size(const std::string& text, const char* flag);
+
+// A decimal integer in [lo, hi]. Throws UsageError naming `flag`.
+long long parse_integer(const std::string& text, const std::string& flag, long long lo, long long hi);
+
+// A finite number >= 0 (GB/s, seconds). Throws UsageError naming `flag`.
+double parse_non_negative(const std::string& text, const std::string& flag);
+
+// Steps `size` as nccl-tests does (times step_factor when > 1, else plus step_bytes), never
+// stuck at 0 and never overflowing. Returns false once the size passes max_bytes.
+bool next_size(size_t& size, size_t max_bytes, size_t step_bytes, size_t step_factor);
+
+}  // namespace kolo::bench

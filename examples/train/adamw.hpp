@@ -1,0 +1,47 @@
+// AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the gradient, computed as
+// torch.optim.AdamW does. Weight decay applies only to the element ranges marked for it (the
+// 2-D weight matrices, see weight_decay_policy.hpp); biases and LayerNorm gains are not decayed.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kolo::train {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+// An element range of the flat parameter buffer and whether it is decayed.
+struct DecayRange {
+  size_t offset = 0;
+  size_t count = 0;
+  bool decay = false;
+};
+
+class AdamW {
+ public:
+  // `ranges` cover the parameters to update; elements outside every range are left alone.
+  AdamW(size_t num_params, std::vector<DecayRange> ranges, AdamWConfig config);
+
+  // One update with learning rate `lr` from the gradients `grads` (already averaged and clipped).
+  void step(float* params, const float* grads, float lr);
+
+  // State for checkpoints: the number of steps taken and both moment estimates.
+  uint64_t steps() const { return steps_; }
+  std::vector<float>& first_moment() { return m_; }
+  std::vector<float>& second_moment() { return v_; }
+  void set_steps(uint64_t steps) { steps_ = steps; }
+
+ private:
+  std::vector<DecayRange> ranges_;
+  AdamWConfig config_;
+  uint64_t steps_ = 0;
+  std::vector<float> m_;
+  std::vector<float> v_;
+};
+
+}  // namespace kolo::train

@@ -1,0 +1,332 @@
+// kolo-train: data-parallel training of a small GPT-style byte-level transformer over kolo.
+//
+//   kolorun -n 2 build/examples/train/kolo-train --steps 300
+//
+// Every rank builds the same model from the same seed, DistributedDataParallel checks that the
+// layouts agree and broadcasts rank 0's weights, and then each step:
+//   1. the sampler hands this rank its disjoint share of the global batch,
+//   2. forward/backward over the share's micro-batches; the last backward starts each bucket's
+//      all-reduce as soon as its gradients are final (overlapping the rest of backward),
+//   3. ddp.finish() waits for the averaged gradients, identical on every rank,
+//   4. the global gradient norm is clipped and AdamW updates the weights, identically everywhere.
+// Rank 0 prints a line per step, evaluates, writes checkpoints, and at the end prints the
+// throughput summary, a text sample and the loss curve.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "adamw.hpp"
+#include "blas_core_choice.hpp"
+#include "checkpoint.hpp"
+#include "corpus.hpp"
+#include "distributed_sampler.hpp"
+#include "evaluate.hpp"
+#include "grad_clip.hpp"
+#include "kolo/ddp.hpp"
+#include "kolo/kolo.hpp"
+#include "loss_plot.hpp"
+#include "lr_schedule.hpp"
+#include "model/model.hpp"
+#include "rng.hpp"
+#include "step_report.hpp"
+#include "text_generator.hpp"
+#include "train_options.hpp"
+#include "train_step.hpp"
+#include "weight_decay_policy.hpp"
+
+namespace kolo::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The world group: from the launcher's environment, or a group of one without a launcher (an
+// in-process store, so no port is taken and several single-rank runs can coexist).
+std::shared_ptr<ProcessGroup> join_world() {
+  const LaunchEnv env = read_launch_env();
+  if (env.source == "default" && env.world_size == 1) return ProcessGroup::create(make_hash_store(), 0, 1);
+  return init_from_env();
+}
+
+int default_blas_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, read_launch_env().local_world_size));
+}
+
+DdpOptions ddp_options(const TrainOptions& opt) {
+  DdpOptions d;
+  d.first_bucket_bytes = static_cast<size_t>(opt.first_bucket_mb * (1 << 20));
+  d.bucket_bytes = static_cast<size_t>(opt.bucket_mb * (1 << 20));
+  d.compression = opt.compression == "fp16"   ? GradCompression::float16
+                  : opt.compression == "bf16" ? GradCompression::bfloat16
+                                              : GradCompression::none;
+  return d;
+}
+
+std::vector<DdpParam> ddp_layout(const std::vector<gpt::ParamInfo>& layout) {
+  std::vector<DdpParam> params;
+  for (const gpt::ParamInfo& p : layout) params.push_back({p.name, p.offset, p.count});
+  return params;
+}
+
+void write_params(const std::string& path, const gpt::Model<float>& model) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(model.params()), std::streamsize(model.num_params() * sizeof(float)));
+  if (!out) throw Error("cannot write --dump-params " + path);
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& opt, std::shared_ptr<ProcessGroup> group)
+      : opt_(opt),
+        group_(std::move(group)),
+        rank_(group_->rank()),
+        ranks_(group_->size()),
+        text_(load_corpus(opt.data)),
+        split_(split_tokens(text_, opt.val_fraction, opt.seq)),
+        train_windows_(split_.train, opt.seq),
+        val_windows_(split_.validation, opt.seq),
+        model_(gpt::Config{256, opt.seq, opt.layers, opt.heads, opt.dim}),
+        adamw_(model_.num_params(), decay_ranges(model_.layout()),
+               AdamWConfig{float(opt.beta1), float(opt.beta2), 1e-8f, float(opt.weight_decay)}),
+        global_batch_(size_t(ranks_) * size_t(opt.batch) * size_t(opt.accum)),
+        sampler_(train_windows_.count(), opt.seed, rank_, ranks_, global_batch_),
+        rng_(Rng::mix(opt.seed, 0x5eed)) {
+    schedule_.peak = opt.lr;
+    schedule_.minimum = opt.min_lr >= 0 ? opt.min_lr : opt.lr / 10;
+    schedule_.warmup_steps = uint64_t(opt.warmup >= 0 ? opt.warmup : std::min(100, opt.steps / 10));
+    schedule_.total_steps = uint64_t(opt.steps);
+    model_.init(opt.seed);
+    if (opt.resume) resume();
+  }
+
+  void run() {
+    // Collective: checks that every rank built the same layout, then broadcasts rank 0's weights.
+    DistributedDataParallel ddp(group_, model_.params(), model_.grads(), model_.num_params(),
+                                ddp_layout(model_.layout()), ddp_options(opt_));
+    print_banner(ddp.bucket_count());
+    for (uint64_t step = first_step_; step < uint64_t(opt_.steps); ++step) {
+      train_one_step(ddp, step);
+      const uint64_t done = step + 1;
+      if (opt_.eval_every > 0 && done % uint64_t(opt_.eval_every) == 0) evaluate(done);
+      if (opt_.ckpt_every > 0 && done % uint64_t(opt_.ckpt_every) == 0 && done < uint64_t(opt_.steps))
+        checkpoint(done);
+    }
+    finish_run();
+  }
+
+  // The step being trained (1-based), 0 before the first: for error messages.
+  uint64_t current_step() const { return current_step_; }
+
+ private:
+  void train_one_step(DistributedDataParallel& ddp, uint64_t step) {
+    if (opt_.die_at_step > 0 && step + 1 == uint64_t(opt_.die_at_step) && rank_ == opt_.die_rank) {
+      std::fprintf(stderr, "kolo-train rank %d: --die-at-step %d: killing myself\n", rank_, opt_.die_at_step);
+      std::raise(SIGKILL);
+    }
+    current_step_ = step + 1;
+    const auto start = Clock::now();
+    const std::vector<size_t> samples = sampler_.next_step();
+    const double local_loss = forward_backward(model_, ddp, train_windows_, samples, opt_.batch, opt_.accum);
+    const auto comm = ddp.last_step_stats();
+    // The gradients are now the global average, the same on every rank: the local norm is global.
+    const double norm = clip_grad_norm(model_.grads(), model_.num_params(), opt_.clip);
+    const double lr = schedule_.at(step);
+    adamw_.step(model_.params(), model_.grads(), float(lr));
+    const double loss = mean_over_ranks(*group_, local_loss);
+
+    StepRecord record;
+    record.step = step + 1;
+    record.total_steps = uint64_t(opt_.steps);
+    record.loss = loss;
+    record.lr = lr;
+    record.grad_norm = norm;
+    record.seconds = seconds_since(start);
+    record.tokens = uint64_t(global_batch_) * uint64_t(opt_.seq);
+    record.comm_seconds = comm.comm_seconds;
+    record.exposed_seconds = comm.exposed_wait_seconds;
+    stats_.add(record);
+    train_losses_.push_back({step + 1, loss});
+    say(format_step_line(record, stats_.eta_seconds(step + 1 - first_step_, uint64_t(opt_.steps) - first_step_)));
+  }
+
+  void evaluate(uint64_t step) {
+    const double loss = validation_loss(model_, *group_, val_windows_, opt_.eval_samples, opt_.batch);
+    validation_losses_.push_back({step, loss});
+    char line[96];
+    std::snprintf(line, sizeof line, "eval step %llu val_loss %.6f", static_cast<unsigned long long>(step), loss);
+    say(line);
+  }
+
+  void checkpoint(uint64_t step) {
+    if (rank_ != 0) return;
+    TrainState state;
+    state.shape = shape();
+    state.step = step;
+    state.global_batch = global_batch_;
+    state.seed = seed_;
+    state.sampler = sampler_.position();
+    state.rng = rng_.state();
+    state.adam_steps = adamw_.steps();
+    state.params.assign(model_.params(), model_.params() + model_.num_params());
+    state.adam_m = adamw_.first_moment();
+    state.adam_v = adamw_.second_moment();
+    state.train_losses = train_losses_;
+    state.validation_losses = validation_losses_;
+    say("checkpoint " + save_checkpoint(opt_.ckpt, state));
+  }
+
+  void finish_run() {
+    const uint64_t steps = uint64_t(opt_.steps);
+    if (validation_losses_.empty() || validation_losses_.back().step != steps) evaluate(steps);
+    if (stats_.measured_steps() > 0 || first_step_ < steps) {
+      char line[64];
+      std::snprintf(line, sizeof line, "tokens/s %.0f", stats_.tokens_per_second());
+      say(line);
+      say(format_summary(stats_, ranks_, opt_.batch, opt_.accum, opt_.seq, model_.num_params()));
+    }
+    if (first_step_ < steps) checkpoint(steps);
+    if (rank_ != 0) return;
+    if (!opt_.dump_params.empty()) write_params(opt_.dump_params, model_);
+    if (opt_.sample_chars > 0) {
+      char heading[64] = "sample (greedy):";
+      if (opt_.temperature > 0) std::snprintf(heading, sizeof heading, "sample (temperature %g):", opt_.temperature);
+      say(heading + ("\n" + opt_.prompt) +
+          generate_text(model_, opt_.prompt, opt_.sample_chars, opt_.temperature, rng_));
+    }
+    if (opt_.plot != "none") {
+      const std::string png = opt_.plot.empty() ? opt_.ckpt + "/loss.png" : opt_.plot;
+      say(write_loss_plot(png, train_losses_, validation_losses_));
+    }
+  }
+
+  // --resume: every rank loads the newest checkpoint, so all continue from the same state.
+  void resume() {
+    auto path = latest_checkpoint(opt_.ckpt);
+    if (!path) throw InvalidArgument("--resume: no checkpoint (step-*.ckpt) in " + opt_.ckpt);
+    TrainState state = load_checkpoint(*path, shape());
+    std::copy(state.params.begin(), state.params.end(), model_.params());
+    adamw_.first_moment() = std::move(state.adam_m);
+    adamw_.second_moment() = std::move(state.adam_v);
+    adamw_.set_steps(state.adam_steps);
+    if (state.seed != opt_.seed) {
+      say("note: the checkpoint was trained with --seed " + std::to_string(state.seed) + "; its data order continues");
+      seed_ = state.seed;
+      sampler_ = DistributedSampler(train_windows_.count(), seed_, rank_, ranks_, global_batch_);
+    }
+    sampler_.set_position(state.sampler);
+    rng_.set_state(state.rng);
+    train_losses_ = std::move(state.train_losses);
+    validation_losses_ = std::move(state.validation_losses);
+    first_step_ = state.step;
+    if (state.global_batch != global_batch_)
+      say("note: the checkpoint used a global batch of " + std::to_string(state.global_batch) + ", this run " +
+          std::to_string(global_batch_) + ": training continues, but not as the original run would have");
+    say("resumed from " + *path + " at step " + std::to_string(first_step_));
+  }
+
+  CheckpointShape shape() const {
+    return {256, opt_.seq, opt_.layers, opt_.heads, opt_.dim, model_.num_params(), corpus_fingerprint(text_)};
+  }
+
+  void print_banner(size_t buckets) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "kolo-train: %d rank%s, %d BLAS thread%s each; model %d layers, dim %d, %d heads, seq %d: %zu "
+                  "parameters in %zu DDP bucket%s\n"
+                  "data %s: %zu bytes, %zu training windows, %zu validation windows; global batch %zu "
+                  "(%d ranks x %d x accum %d) = %zu tokens per step, %zu steps per epoch",
+                  ranks_, ranks_ == 1 ? "" : "s", gpt::blas_threads(), gpt::blas_threads() == 1 ? "" : "s",
+                  opt_.layers, opt_.dim, opt_.heads, opt_.seq, model_.num_params(), buckets, buckets == 1 ? "" : "s",
+                  opt_.data.c_str(), text_.size(), train_windows_.count(), val_windows_.count(), global_batch_, ranks_,
+                  opt_.batch, opt_.accum, global_batch_ * size_t(opt_.seq), sampler_.steps_per_epoch());
+    say(line);
+  }
+
+  void say(const std::string& line) const {
+    if (rank_ != 0) return;
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  const TrainOptions opt_;
+  std::shared_ptr<ProcessGroup> group_;
+  const int rank_, ranks_;
+  const std::string text_;
+  const TokenSplit split_;
+  const TokenWindows train_windows_, val_windows_;
+  gpt::Model<float> model_;
+  AdamW adamw_;
+  LrSchedule schedule_;
+  const size_t global_batch_;
+  uint64_t seed_ = opt_.seed;
+  DistributedSampler sampler_;
+  Rng rng_;
+  uint64_t first_step_ = 0, current_step_ = 0;
+  RunStats stats_;
+  std::vector<LossPoint> train_losses_, validation_losses_;
+};
+
+}  // namespace
+}  // namespace kolo::train
+
+int main(int argc, char** argv) {
+  using namespace kolo::train;
+  TrainOptions opt;
+  try {
+    opt = parse_train_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const kolo::InvalidArgument& e) {
+    std::fprintf(stderr, "kolo-train: %s\n", e.what());
+    return 2;
+  }
+  if (opt.help) {
+    std::fputs(train_usage().c_str(), stdout);
+    return 0;
+  }
+  if (opt.device == "cuda") {
+    std::fprintf(stderr,
+                 "kolo-train: --device cuda is not available yet: kolo's engine has no device-buffer support, so "
+                 "DDP cannot all-reduce GPU gradients; use --device cpu\n");
+    return 2;
+  }
+  apply_blas_core_choice(opt.blas_core, argv);
+  kolo::gpt::set_blas_threads(opt.threads > 0 ? opt.threads : default_blas_threads());
+  if (kolo::read_launch_env().rank == 0)
+    std::printf("kolo-train: OpenBLAS kernels %s, %d thread(s) per rank\n", kolo::gpt::blas_core_name().c_str(),
+                kolo::gpt::blas_threads());
+
+  std::shared_ptr<kolo::ProcessGroup> group;
+  std::unique_ptr<Trainer> trainer;
+  try {
+    group = join_world();
+    trainer = std::make_unique<Trainer>(opt, group);
+    trainer->run();
+    trainer.reset();
+    group->shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    const int rank = group ? group->rank() : -1;
+    std::string where = trainer && trainer->current_step() > 0
+                            ? " at step " + std::to_string(trainer->current_step())
+                            : std::string(" before the first step");
+    std::string culprit;
+    if (auto* peer = dynamic_cast<const kolo::PeerError*>(&e); peer != nullptr && peer->peer_rank() >= 0)
+      culprit = " (caused by rank " + std::to_string(peer->peer_rank()) + ")";
+    std::fprintf(stderr, "kolo-train rank %d: training stopped%s%s: %s\n", rank, where.c_str(), culprit.c_str(),
+                 e.what());
+    // Tell the other ranks at once instead of letting them wait for their timeout, then leave
+    // without the orderly shutdown the destructors would attempt (it could only fail, noisily).
+    if (group) group->abort("rank " + std::to_string(rank) + " failed: " + e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}

@@ -1,0 +1,105 @@
+// A GPT-2 style decoder-only transformer on the CPU, llm.c style: every parameter lives in one
+// flat buffer (and every gradient in a second one of the same layout), which is what the
+// data-parallel layer all-reduces bucket by bucket.
+//
+//   x = wte[token] + wpe[position]
+//   for each block:  x = x + proj(attention(ln1(x)));  x = x + mlp_proj(gelu(fc(ln2(x))))
+//   logits = lnf(x) wte^T          (the output head is tied to the token embedding)
+//   loss = mean cross-entropy of the logits against the next tokens
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "blas.hpp"
+#include "config.hpp"
+
+namespace kolo::gpt {
+
+// Real = float (training) or double (gradient checks). Not thread-safe: one model per thread.
+template <class Real>
+class Model {
+ public:
+  // Throws std::invalid_argument for a non-positive size or dim not divisible by heads.
+  explicit Model(const Config& c);
+
+  const Config& config() const { return config_; }
+  size_t num_params() const { return params_.size(); }
+  // Parameters in forward (creation) order, contiguous and in increasing offsets:
+  //   wte [vocab,C], wpe [seq,C], then per block h.<l>.{ln1.weight, ln1.bias, attn.qkv.weight
+  //   [3C,C], attn.qkv.bias, attn.proj.weight [C,C], attn.proj.bias, ln2.weight, ln2.bias,
+  //   mlp.fc.weight [4C,C], mlp.fc.bias, mlp.proj.weight [C,4C], mlp.proj.bias}, lnf.weight, lnf.bias.
+  // Weights are [out, in] as in torch.nn.Linear.
+  const std::vector<ParamInfo>& layout() const { return layout_; }
+  Real* params() { return params_.data(); }
+  const Real* params() const { return params_.data(); }
+  Real* grads() { return grads_.data(); }
+  const Real* grads() const { return grads_.data(); }
+
+  // GPT-2 initialisation, deterministic for a seed (same values for float and double, up to
+  // rounding): weights and embeddings N(0, 0.02), the two residual projections of every block
+  // N(0, 0.02 / sqrt(2 * layers)), biases 0, LayerNorm weights 1.
+  void init(uint64_t seed);
+
+  // tokens, targets: [B,T] row-major, 1 <= T <= config().seq, values in [0, vocab). Returns the
+  // mean cross-entropy over the B*T positions; with targets null it returns 0 (logits are still
+  // computed, and backward is not allowed). Throws std::invalid_argument on bad input.
+  Real forward(const int* tokens, const int* targets, int B, int T);
+  const Real* logits() const { return logits_.data(); }  // [B,T,vocab] of the last forward
+  int last_batch() const { return B_; }
+  int last_seq() const { return T_; }
+
+  // Backward of the last forward for loss * loss_scale; ADDS into grads(). Calls on_ready(i)
+  // (if set) for every parameter i once its gradient is final, in strictly decreasing i (reverse
+  // layout order), block by block while earlier blocks are still to be computed; wpe and wte come
+  // last (wte, tied to the head, is only final after the embedding backward).
+  // Throws std::logic_error if the last forward had no targets.
+  void backward(Real loss_scale, const std::function<void(size_t)>& on_ready);
+  void zero_grad();
+
+ private:
+  // Indexes into layout_ of the parameters of one block, in creation order.
+  enum BlockParam : size_t {
+    kLn1W, kLn1B, kQkvW, kQkvB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB,
+    kParamsPerBlock
+  };
+  size_t block_param(int layer, BlockParam p) const { return 2 + size_t(layer) * kParamsPerBlock + p; }
+  size_t lnf_weight() const { return 2 + size_t(config_.layers) * kParamsPerBlock; }
+  size_t lnf_bias() const { return lnf_weight() + 1; }
+  Real* param(size_t i) { return params_.data() + layout_[i].offset; }
+  Real* grad(size_t i) { return grads_.data() + layout_[i].offset; }
+
+  void add_param(std::string name, size_t count);
+  void resize_activations(int B, int T);
+
+  Config config_;
+  std::vector<ParamInfo> layout_;
+  std::vector<Real> params_, grads_;
+
+  // Activations of the last forward (per-block ones stacked [layers, ...]).
+  int B_ = 0, T_ = 0;
+  bool has_targets_ = false;
+  std::vector<int> tokens_, targets_;
+  std::vector<Real> encoded_;                       // [N,C] embedding output
+  std::vector<Real> ln1_, ln1_mean_, ln1_rstd_;     // [L,N,C], [L,N], [L,N]
+  std::vector<Real> qkv_;                           // [L,N,3C]
+  std::vector<Real> att_;                           // [L,B,H,T,T] attention probabilities
+  std::vector<Real> atty_;                          // [L,N,C] attention output before projection
+  std::vector<Real> resid2_;                        // [L,N,C] x after the attention residual
+  std::vector<Real> ln2_, ln2_mean_, ln2_rstd_;     // [L,N,C], [L,N], [L,N]
+  std::vector<Real> fch_, fch_gelu_;                // [L,N,4C] MLP hidden before/after GELU
+  std::vector<Real> resid3_;                        // [L,N,C] block output
+  std::vector<Real> lnf_, lnf_mean_, lnf_rstd_;     // [N,C], [N], [N]
+  std::vector<Real> logits_, probs_;                // [N,V]
+  std::vector<Real> scratch_;                       // [N,C] projection output before the residual add
+
+  // Gradients of activations, reused by every block during backward.
+  std::vector<Real> dresid_, dln_, datty_, dqkv_, dfch_, dfch_gelu_, dlogits_;
+};
+
+extern template class Model<float>;
+extern template class Model<double>;
+
+}  // namespace kolo::gpt

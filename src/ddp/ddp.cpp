@@ -1,0 +1,250 @@
+// DistributedDataParallel: the reducer. Marks count down each bucket's pending parameters; a
+// bucket whose count reaches zero starts its all-reduce (avg) as soon as every bucket before it
+// has started, so all ranks issue the same collectives in the same order whatever order their
+// backward marks parameters in. finish() waits for the buckets and unpacks compressed ones.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "ddp/compression.hpp"
+#include "ddp/ddp_impl.hpp"
+#include "ddp/layout_check.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void refuse(const std::string& why) {
+  throw InvalidArgument("kolo: DistributedDataParallel: " + why);
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+bool ranges_overlap(const float* a, const float* b, size_t n) { return n > 0 && a < b + n && b < a + n; }
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> group, float* params, float* grads,
+                                                 size_t total, std::vector<DdpParam> layout, DdpOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  if (!group) refuse("the process group is null");
+  if (total > 0 && (params == nullptr || grads == nullptr)) refuse("params or grads is null");
+  if (ranges_overlap(params, grads, total)) refuse("params and grads overlap; they must be separate buffers");
+  s.group = std::move(group);
+  s.params = params;
+  s.grads = grads;
+  s.total = total;
+  s.layout = std::move(layout);
+  s.opts = opts;
+  (void)ddp::wire_dtype(opts.compression);  // refuses an unknown value before any collective
+
+  // Collective: the same layout and options everywhere (a MismatchError on every rank otherwise), then a plan
+  // that is a pure function of it, hence identical (or refused identically) on every rank.
+  ddp::check_same_layout(*s.group, s.layout, total, opts);
+  s.plan = plan_ddp_buckets(s.layout, total, opts);
+
+  s.bucket_of_param.assign(s.layout.size(), 0);
+  for (size_t b = 0; b < s.plan.size(); ++b)
+    for (size_t p : s.plan[b].params) s.bucket_of_param[p] = b;
+  if (opts.compression != GradCompression::none) {
+    s.scratch.resize(s.plan.size());
+    for (size_t b = 0; b < s.plan.size(); ++b) s.scratch[b].resize(s.plan[b].count);
+  }
+  s.reset_step();
+
+  // Every rank starts from rank 0's parameters.
+  if (total > 0) {
+    BroadcastOptions bo;
+    bo.root = 0;
+    bo.timeout = opts.timeout;
+    WorkPtr w = s.group->broadcast(Buffer(params, total), bo);
+    s.wait_bounded(*w);
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  if (impl_) impl_->abort_in_flight("DistributedDataParallel destroyed while bucket all-reduces were in flight");
+}
+
+void DistributedDataParallel::mark_grad_ready(size_t param_index) {
+  Impl& s = *impl_;
+  if (param_index >= s.layout.size())
+    refuse("mark_grad_ready(" + std::to_string(param_index) + "): the layout has " +
+           std::to_string(s.layout.size()) + " parameters");
+  if (s.marked[param_index])
+    refuse("parameter #" + std::to_string(param_index) + " '" + s.layout[param_index].name +
+           "' was marked ready twice in one step (finish() ends a step)");
+  s.mark(param_index);
+}
+
+void DistributedDataParallel::finish() {
+  Impl& s = *impl_;
+  if (s.no_sync_depth > 0) {  // gradient accumulation: nothing to send
+    s.reset_step();
+    s.last_stats = {};
+    return;
+  }
+  // A launch that failed earlier in the step (its error went to mark_grad_ready's caller) must
+  // not let this step pass for averaged; one failing now is reported after the waits below.
+  std::exception_ptr error = s.launch_error;
+  if (!error) {
+    try {
+      for (size_t i = 0; i < s.layout.size(); ++i)
+        if (!s.marked[i]) s.mark(i);
+      // Buckets whose parameters were marked inside a no_sync scope that ended mid-step were
+      // never counted down: they start now, still in bucket order.
+      while (s.next_launch < s.plan.size()) s.launch(s.next_launch++);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+
+  StepStats stats;
+  const size_t wire_size = dtype_size(ddp::wire_dtype(s.opts.compression));
+  for (size_t b = 0; b < s.next_launch; ++b) {
+    Impl::BucketRun& run = s.runs[b];
+    if (run.work) {
+      const auto blocked_from = Clock::now();
+      try {
+        s.wait_bounded(*run.work);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+      stats.exposed_wait_seconds += seconds_between(blocked_from, Clock::now());
+      if (!error && s.opts.compression != GradCompression::none)
+        ddp::unpack(s.opts.compression, s.scratch[b].data(), s.grads + s.plan[b].offset, s.plan[b].count);
+    }
+    if (run.done && run.done->set)
+      stats.comm_seconds += seconds_between(run.started, Clock::time_point(Clock::duration(run.done->at.load())));
+    stats.buckets += 1;
+    stats.bytes += s.plan[b].count * wire_size;
+  }
+  s.reset_step();
+  s.last_stats = stats;
+  if (error) std::rethrow_exception(error);
+}
+
+DistributedDataParallel::StepStats DistributedDataParallel::last_step_stats() const { return impl_->last_stats; }
+size_t DistributedDataParallel::bucket_count() const { return impl_->plan.size(); }
+const std::vector<DdpBucket>& DistributedDataParallel::buckets() const { return impl_->plan; }
+size_t DistributedDataParallel::launched_buckets() const { return impl_->next_launch; }
+ProcessGroup& DistributedDataParallel::group() const { return *impl_->group; }
+
+size_t DistributedDataParallel::completed_buckets() const {
+  size_t n = 0;
+  for (size_t b = 0; b < impl_->next_launch; ++b) {
+    const WorkPtr& w = impl_->runs[b].work;
+    if (!w || w->is_completed()) ++n;
+  }
+  return n;
+}
+
+void DistributedDataParallel::Impl::mark(size_t index) {
+  marked[index] = 1;
+  ++marks_this_step;
+  if (no_sync_depth > 0) return;
+  --pending[bucket_of_param[index]];
+  launch_ready_buckets();
+}
+
+void DistributedDataParallel::Impl::launch_ready_buckets() {
+  while (next_launch < plan.size() && pending[next_launch] == 0) launch(next_launch++);
+}
+
+void DistributedDataParallel::Impl::launch(size_t b) {
+  const DdpBucket& bucket = plan[b];
+  BucketRun& run = runs[b];
+  run.started = Clock::now();
+  run.done = std::make_shared<Completion>();
+  if (bucket.count == 0) {  // only empty parameters: the same on every rank, nothing to send
+    run.done->record();
+    return;
+  }
+  AllreduceOptions o;
+  o.op = ReduceKind::avg;
+  o.timeout = opts.timeout;
+  o.overlap = true;  // start on the engine thread now: backward goes on meanwhile
+  Buffer data(grads + bucket.offset, bucket.count);
+  if (opts.compression != GradCompression::none) {
+    ddp::pack(opts.compression, grads + bucket.offset, scratch[b].data(), bucket.count);
+    data = Buffer(scratch[b].data(), bucket.count, ddp::wire_dtype(opts.compression));
+  }
+  try {
+    run.work = group->allreduce(data, o);
+  } catch (...) {
+    launch_error = std::current_exception();
+    throw;
+  }
+  std::shared_ptr<Completion> done = run.done;
+  run.work->on_complete([done](Work&) { done->record(); });
+}
+
+// The operation itself fails at its own deadline (opts.timeout, else the group's), so wait() is
+// bounded; with an explicit timeout we add a bound of our own in case a whole queue of buckets
+// runs late, and abort the group if it passes so no collective writes into grads afterwards.
+void DistributedDataParallel::Impl::wait_bounded(Work& work) const {
+  if (opts.timeout.count() <= 0) {
+    work.wait();
+    return;
+  }
+  const auto bound = opts.timeout * static_cast<long>(plan.size() + 2);
+  try {
+    work.wait(bound);
+  } catch (const TimeoutError&) {
+    if (!work.is_completed()) group->abort("kolo: DistributedDataParallel: " + work.op_name() + " #" +
+                                           std::to_string(work.seq()) + " did not finish in time");
+    throw;
+  }
+}
+
+void DistributedDataParallel::Impl::reset_step() {
+  marked.assign(layout.size(), 0);
+  pending.resize(plan.size());
+  for (size_t b = 0; b < plan.size(); ++b) pending[b] = plan[b].params.size();
+  runs.assign(plan.size(), BucketRun{});
+  next_launch = 0;
+  marks_this_step = 0;
+  launch_error = nullptr;
+}
+
+// The buffers may be freed right after the destructor: anything still running must end first.
+// Peers that issued the same buckets complete them quickly; if they do not within a short
+// grace, the group is aborted (which fails the operations at once) rather than left writing.
+void DistributedDataParallel::Impl::abort_in_flight(const char* reason) noexcept {
+  constexpr std::chrono::milliseconds kGrace{2000};
+  const auto give_up = Clock::now() + kGrace;
+  bool aborted = false;
+  for (size_t b = 0; b < next_launch && b < runs.size(); ++b) {
+    const WorkPtr& w = runs[b].work;
+    if (!w) continue;
+    try {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
+      w->wait(std::max(left, std::chrono::milliseconds(1)));
+    } catch (...) {
+    }
+    if (!w->is_completed() && !aborted) {
+      std::fprintf(stderr, "kolo: %s; aborting the group\n", reason);
+      try {
+        group->abort(std::string("kolo: ") + reason);
+      } catch (...) {
+      }
+      aborted = true;
+    }
+    if (aborted) {
+      try {
+        w->wait(std::chrono::milliseconds(10000));
+      } catch (...) {
+      }
+    }
+  }
+}
+
+}  // namespace kolo
