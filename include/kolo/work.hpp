@@ -54,7 +54,12 @@ class Work {
 
   // Called by the engine, not by users.
   void finish(std::exception_ptr error);
-  void set_runner(std::weak_ptr<WorkRunner> runner) { runner_ = std::move(runner); }
+  // `ticket` lets the runner find the operation in its queue without searching it.
+  void set_runner(std::weak_ptr<WorkRunner> runner, uint64_t ticket) {
+    runner_ = std::move(runner);
+    ticket_ = ticket;
+  }
+  uint64_t runner_ticket() const { return ticket_; }
 
  private:
   const std::string op_name_;
@@ -67,6 +72,7 @@ class Work {
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
   std::weak_ptr<WorkRunner> runner_;  // set once, before the operation is queued
+  uint64_t ticket_ = 0;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

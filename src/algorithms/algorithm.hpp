@@ -1,5 +1,6 @@
 // An algorithm is one file defining one `const Algorithm kXxx` and one line in registry.cpp.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 #include "algorithms/comm.hpp"
@@ -19,6 +20,18 @@ const std::vector<const Algorithm*>& all_algorithms();
 const Algorithm* find_algorithm(CollKind kind, const std::string& name);  // null if none
 // Picks the algorithm for these arguments: `requested` (Options.algorithm, else KOLO_ALGO) when
 // it names one that supports them, else the automatic choice by size and rank count (select.cpp).
+// The tunables the automatic choice reads. A group reads them once, when it is created, so
+// that choosing costs no environment lookups per call.
+struct SelectionTunables {
+  int64_t small_bytes = 0;     // KOLO_SMALL_BYTES
+  int64_t tree_max_bytes = 0;  // KOLO_TREE_MAX_BYTES
+  int64_t chunk_bytes = 0;     // KOLO_CHUNK_BYTES
+  std::string algo;            // KOLO_ALGO
+  static SelectionTunables from_config();
+};
+const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested,
+                                  const SelectionTunables& tunables);
+// The same, reading the tunables now.
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested);
 
 }  // namespace kolo::algo

@@ -109,19 +109,18 @@ const Algorithm& named(CollKind kind, const char* name) {
   return *a;
 }
 
-const Algorithm& automatic(const CollArgs& args, int nranks) {
+const Algorithm& automatic(const CollArgs& args, int nranks, const SelectionTunables& t) {
   const auto bytes = static_cast<int64_t>(args.bytes());
-  const int64_t small = config::get_int("KOLO_SMALL_BYTES");
+  const int64_t small = t.small_bytes;
   const bool is_small = nranks == 1 || bytes <= small;
   switch (args.kind) {
     case CollKind::allreduce:
       if (is_small) return named(args.kind, "rd");
-      return named(args.kind, bytes <= config::get_int("KOLO_TREE_MAX_BYTES") ? "tree" : "ring");
+      return named(args.kind, bytes <= t.tree_max_bytes ? "tree" : "ring");
     case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
     case CollKind::allgather: return named(args.kind, is_small ? "rd" : "ring");
     case CollKind::broadcast: {
-      const bool pipeline_fills = bytes > config::get_int("KOLO_TREE_MAX_BYTES") &&
-                                  bytes / nranks >= config::get_int("KOLO_CHUNK_BYTES");
+      const bool pipeline_fills = bytes > t.tree_max_bytes && bytes / nranks >= t.chunk_bytes;
       return named(args.kind, nranks > 1 && pipeline_fills ? "ring" : "tree");
     }
     case CollKind::reduce: return named(args.kind, is_small ? "direct" : "tree");
@@ -138,14 +137,30 @@ const Algorithm& automatic(const CollArgs& args, int nranks) {
 
 }  // namespace
 
-const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {
-  const std::string spec = requested.empty() ? config::get_string("KOLO_ALGO") : requested;
-  const std::string name = requested_name(args.kind, spec);
-  if (!name.empty()) {
-    const Algorithm* a = find_algorithm(args.kind, name);
-    if (a != nullptr && (a->supports == nullptr || a->supports(args, nranks))) return *a;
+SelectionTunables SelectionTunables::from_config() {
+  SelectionTunables t;
+  t.small_bytes = config::get_int("KOLO_SMALL_BYTES");
+  t.tree_max_bytes = config::get_int("KOLO_TREE_MAX_BYTES");
+  t.chunk_bytes = config::get_int("KOLO_CHUNK_BYTES");
+  t.algo = config::get_string("KOLO_ALGO");
+  return t;
+}
+
+const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested,
+                                  const SelectionTunables& tunables) {
+  const std::string& spec = requested.empty() ? tunables.algo : requested;
+  if (!spec.empty()) {
+    const std::string name = requested_name(args.kind, spec);
+    if (!name.empty()) {
+      const Algorithm* a = find_algorithm(args.kind, name);
+      if (a != nullptr && (a->supports == nullptr || a->supports(args, nranks))) return *a;
+    }
   }
-  return automatic(args, nranks);
+  return automatic(args, nranks, tunables);
+}
+
+const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {
+  return select_algorithm(args, nranks, requested, SelectionTunables::from_config());
 }
 
 }  // namespace kolo::algo

@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 EngineComm::EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args,
                        const Stamp& stamp, Clock::time_point deadline, std::chrono::milliseconds timeout,
-                       size_t chunk_bytes)
+                       size_t chunk_bytes, std::chrono::microseconds spin)
     : ctx_(ctx),
       scratch_(scratch),
       group_(group),
@@ -25,7 +25,7 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, c
       deadline_(deadline),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
-      spin_(config::get_int("KOLO_SPIN_US")) {}
+      spin_(spin) {}
 
 std::string EngineComm::where() const {
   return std::string(algo::coll_name(args_.kind)) + " #" + std::to_string(stamp_.seq) + " on rank " +

@@ -22,7 +22,8 @@ struct GroupInfo {
 class EngineComm final : public algo::Comm {
  public:
   EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args, const Stamp& stamp,
-             std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout, size_t chunk_bytes);
+             std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout, size_t chunk_bytes,
+             std::chrono::microseconds spin);
 
   int rank() const override { return group_.rank; }
   int size() const override { return group_.size; }

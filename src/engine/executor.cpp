@@ -40,6 +40,7 @@ Executor::~Executor() {
       closing_ = true;
       Task t;
       t.type = Task::Type::close;
+      t.ticket = next_ticket_++;
       queue_.push_back(std::move(t));
     }
     ++wake_gen_;
@@ -54,6 +55,8 @@ void Executor::submit(Task t) {
     std::lock_guard<std::mutex> lk(mu_);
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
     t.submitted = Clock::now();
+    t.ticket = next_ticket_++;
+    if (t.work) t.work->set_runner(weak_from_this(), t.ticket);
     t.deferred = inline_enabled_ && !t.overlap && t.type == Task::Type::collective &&
                  predict_inline_.load(std::memory_order_relaxed);
     // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
@@ -73,9 +76,13 @@ void Executor::submit(Task t) {
 }
 
 size_t Executor::find_queued(const Work& w) const {
-  for (size_t i = 0; i < queue_.size(); ++i)
-    if (queue_[i].work.get() == &w) return i;
-  return SIZE_MAX;
+  // Tasks leave the queue only from the front, so a task's index is its ticket's distance from
+  // the front's: no search, however many operations are queued.
+  if (queue_.empty()) return SIZE_MAX;
+  const uint64_t front = queue_.front().ticket, t = w.runner_ticket();
+  if (t < front || t - front >= queue_.size()) return SIZE_MAX;
+  const size_t k = static_cast<size_t>(t - front);
+  return queue_[k].work.get() == &w ? k : SIZE_MAX;
 }
 
 void Executor::undefer_through(size_t k) {
@@ -142,6 +149,7 @@ void Executor::close_and_join() {
       closing_ = true;
       Task t;
       t.type = Task::Type::close;
+      t.ticket = next_ticket_++;
       queue_.push_back(std::move(t));
     }
     ++wake_gen_;
@@ -335,7 +343,7 @@ void Executor::loop() {
 
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
-  EngineComm comm(*ctx_, scratch_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_);
+  EngineComm comm(*ctx_, scratch_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
                                              << (group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self")
                                              << ", " << t.args.bytes() << " bytes per rank");

@@ -39,15 +39,16 @@ struct Task {
   WorkPtr work;
   bool overlap = false;   // Options.overlap: start on the engine thread at once
   bool deferred = false;  // left for the waiting caller to run (see above)
+  uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
   std::chrono::steady_clock::time_point submitted;
 };
 
-class Executor final : public WorkRunner {
+class Executor final : public WorkRunner, public std::enable_shared_from_this<Executor> {
  public:
   Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout);
   ~Executor() override;  // stops the thread; the caller shut down or aborted first
 
-  void submit(Task t);
+  void submit(Task t);  // the executor must be owned by a shared_ptr (Works refer to it weakly)
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
@@ -98,7 +99,8 @@ class Executor final : public WorkRunner {
   std::mutex mu_;      // the queue; taken after run_mu_ when both are needed
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  uint64_t wake_gen_ = 0;  // bumped (under mu_) whenever the engine thread must look again
+  uint64_t wake_gen_ = 0;
+  uint64_t next_ticket_ = 0;  // under mu_  // bumped (under mu_) whenever the engine thread must look again
   bool closing_ = false;
 
   std::list<Pending> pending_;  // under run_mu_

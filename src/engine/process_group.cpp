@@ -36,6 +36,7 @@ struct ProcessGroup::Impl {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::vector<std::string> host_ids;
+  algo::SelectionTunables selection = algo::SelectionTunables::from_config();  // read once per group
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
 
   std::mutex mu;  // issue order
@@ -112,7 +113,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   engine::Task t;
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   bool p2p = args.kind == CollKind::send || args.kind == CollKind::recv;
-  if (!p2p) t.algorithm = &algo::select_algorithm(args, size, opts.algorithm);
+  if (!p2p) t.algorithm = &algo::select_algorithm(args, size, opts.algorithm, selection);
   std::lock_guard<std::mutex> lk(mu);
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
   engine::Stamp& s = t.stamp;
@@ -137,7 +138,6 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   }
   t.args = std::move(args);
   t.work = std::make_shared<Work>(algo::coll_name(t.args.kind), s.seq);
-  t.work->set_runner(executor);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));
