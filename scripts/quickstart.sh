@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian 12 machine: install what kolo needs, build it, and run a
-# validated 4-rank all-reduce sweep (every element checked) with kolo-perf over TCP loopback.
+# validated 4-rank all-reduce sweep (every element checked) with kolo-perf, over shared memory
+# (the transport kolo picks for ranks on one host; KOLO_TRANSPORT=tcp for TCP loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
