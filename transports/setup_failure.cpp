@@ -33,6 +33,16 @@ std::optional<std::string> peer_setup_failure(const Bootstrap& b) {
   return text;
 }
 
+void throw_if_peer_gave_up(const Bootstrap& b, const std::string& context) {
+  std::optional<std::string> gave_up;
+  try {
+    gave_up = peer_setup_failure(b);
+  } catch (const PeerError& e) {
+    throw PeerError(e.what() + context, -1);
+  }
+  if (gave_up) throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + *gave_up, -1);
+}
+
 void acknowledge_setup_failure(const Bootstrap& b, std::chrono::milliseconds linger) {
   const auto until = std::chrono::steady_clock::now() + linger;
   try {

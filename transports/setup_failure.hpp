@@ -20,6 +20,11 @@ void publish_setup_failure(const Bootstrap& b, const std::string& what);
 // store itself is gone (the rank that hosted it died): setup cannot finish then.
 std::optional<std::string> peer_setup_failure(const Bootstrap& b);
 
+// For a rank waiting for its peers' connections: throws PeerError with the recorded reason if
+// another rank gave up, or if the store is gone; `context` (say, the connections this rank
+// refused meanwhile) is appended to the message.
+void throw_if_peer_gave_up(const Bootstrap& b, const std::string& context);
+
 // Called once by every rank whose setup failed, just before it throws: counts this rank as
 // having given up and waits (at most `linger`) until every rank has. Whichever rank hosts the
 // store (rank 0, usually) thereby keeps it up long enough for the others to read the reason

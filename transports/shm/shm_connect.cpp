@@ -255,13 +255,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
       fd = accept_until(listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
     } catch (const TimeoutError&) {
       const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
-      std::optional<std::string> gave_up;
-      try {
-        gave_up = transport::peer_setup_failure(b);
-      } catch (const PeerError& e) {
-        throw PeerError(e.what() + refusals, -1);
-      }
-      if (gave_up) throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + *gave_up, -1);
+      transport::throw_if_peer_gave_up(b, refusals);
       if (Clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)

@@ -95,13 +95,7 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
       fd = accept_until(listener.get(), slice, &from);
     } catch (const TimeoutError&) {
       const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
-      std::optional<std::string> gave_up;
-      try {
-        gave_up = transport::peer_setup_failure(b);
-      } catch (const PeerError& e) {
-        throw PeerError(e.what() + refusals, -1);
-      }
-      if (gave_up) throw PeerError("rank " + std::to_string(b.rank) + " stopped waiting for its peers: " + *gave_up, -1);
+      transport::throw_if_peer_gave_up(b, refusals);
       if (std::chrono::steady_clock::now() < b.deadline) continue;
       std::string missing;
       for (int p = 0; p < b.size; ++p)
