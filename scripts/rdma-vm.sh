@@ -84,6 +84,13 @@ grep -q "KOLO_HAVE_IBVERBS 1" "$build_dir/transports/ibverbs/ibverbs_config.hpp"
 case "$build_dir" in "$repo"/*) ;; *) echo "rdma-vm: the build dir must be inside $repo (shared with the VM)"; echo "0 passed, 1 failed"; exit 1 ;; esac
 
 results=$(mktemp -d "${TMPDIR:-/tmp}/kolo-rdma-vm.XXXXXX")
+# Libraries the binaries need that the Debian image lacks (the CUDA runtime, when the build found
+# the CUDA toolkit: libkolo links it and loads it even where no GPU is): the guest finds them in
+# /results/hostlibs (guest-run.sh puts that on LD_LIBRARY_PATH).
+mkdir -p "$results/hostlibs"
+for lib in $(ldd "$build_dir"/libkolo.so* 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u); do
+  case "$lib" in /lib/*|/usr/lib/*) ;; *) cp -L "$lib" "$results/hostlibs/" ;; esac
+done
 # TCG emulation by default: /dev/kvm may exist where nested virtualisation hangs the guest
 # (seen on this project's machines). KOLO_RDMA_VM_ACCEL=kvm where KVM works.
 accel=${KOLO_RDMA_VM_ACCEL:-tcg,thread=multi}

@@ -3,6 +3,8 @@
 # device, checks it with rdma-core's own tools, then runs kolo over it. Lines starting with
 # "CHECK FAIL" count as failures on the host; GoogleTest output goes to /results/gtest.log.
 B=/kolo/${kolo_build:-build}
+# Non-Debian libraries of the build (the CUDA runtime), copied in by scripts/rdma-vm.sh.
+export LD_LIBRARY_PATH=/results/hostlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 FILTER=${kolo_filter:-default}
 # Default: every collective at 2 ranks, two at 4 ranks, and the fault tests (kill, stop,
 # mismatches, secrets; the kill test runs 4 ranks). Under TCG emulation one round trip costs
