@@ -28,7 +28,13 @@ failed=$((failed + broken))
 # (CI=true) or when asked (KOLO_TEST_RDMA_VM=1). It skips itself, counting 0, without
 # qemu/mmdebstrap/root.
 if [ "${CI:-}" = true ] || [ "${KOLO_TEST_RDMA_VM:-0}" = 1 ]; then
-  vm_counts=$(scripts/rdma-vm.sh --build-dir "$BUILD_DIR" | tee /dev/stderr | tail -n 1)
+  # Through a file, not `tee /dev/stderr`: when stdout and stderr are the same log file, tee
+  # reopens (and truncates) it.
+  vm_log=$(mktemp)
+  scripts/rdma-vm.sh --build-dir "$BUILD_DIR" > "$vm_log" 2>&1
+  cat "$vm_log"
+  vm_counts=$(tail -n 1 "$vm_log")
+  rm -f "$vm_log"
   vm_failed=$(echo "$vm_counts" | awk '{print $3+0}')
   passed=$((passed + $(echo "$vm_counts" | awk '{print $1+0}')))
   failed=$((failed + vm_failed))
