@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "transports/common/auth.hpp"
+
 namespace kolo {
 class Store;
 }
@@ -90,7 +92,7 @@ struct Bootstrap {
   std::string prefix;        // store keys of this group start with it
   int rank = 0;
   int size = 1;
-  std::array<uint8_t, 16> secret{};
+  auth::Secret secret{};     // HMAC key: proved on every connection, never sent
   std::chrono::steady_clock::time_point deadline;
   std::string listen_addr;   // address to listen on / publish ("127.0.0.1" on one host)
   std::vector<std::string> host_ids;  // per rank: equal ids share a host

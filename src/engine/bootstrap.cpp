@@ -5,12 +5,12 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <map>
 #include <optional>
-#include <random>
 
 #include "common/log.hpp"
 #include "engine/config.hpp"
@@ -19,33 +19,30 @@
 
 namespace kolo::engine {
 
-static Secret secret_from_string(const std::string& s) {
-  // Two FNV-1a passes with different offsets spread any user string over 16 bytes.
-  Secret out{};
-  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
-  for (unsigned char c : s) {
-    h1 = (h1 ^ c) * 1099511628211ull;
-    h2 = (h2 ^ c) * 1099511628211ull;
-  }
-  for (int i = 0; i < 8; ++i) {
-    out[static_cast<size_t>(i)] = static_cast<uint8_t>(h1 >> (8 * i));
-    out[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(h2 >> (8 * i));
-  }
-  return out;
-}
-
 Secret agree_secret(Store& store, const std::string& prefix, int rank, const std::string& explicit_secret) {
   std::string s = explicit_secret.empty() ? config::get_string("KOLO_SECRET") : explicit_secret;
-  if (!s.empty()) return secret_from_string(s);
+  if (!s.empty()) return transport::auth::derive_secret(s);
+  // No secret was given: rank 0 makes one and shares it through the store. Connections still
+  // prove it by challenge-response, but anyone who can reach the store can read it there, so
+  // the job is only as private as the store's port: say so once.
   const std::string key = prefix + "/secret";
+  static std::atomic<bool> warned{false};
   if (rank == 0) {
-    std::random_device rd;
+    if (!warned.exchange(true))
+      KOLO_LOG(warn, "no job secret (KOLO_SECRET unset): rank 0 made one and shared it through the store, which does "
+                   "not authenticate its clients; the job is unauthenticated against anyone who can reach the store's "
+                   "port (kolorun sets KOLO_SECRET for every launch)");
+    const auto nonce = transport::auth::fresh_nonce();
     std::string made;
-    for (int i = 0; i < 4; ++i) made += std::to_string(rd()) + "-";
+    static const char* hexd = "0123456789abcdef";
+    for (uint8_t c : nonce) {
+      made += hexd[c >> 4];
+      made += hexd[c & 15];
+    }
     store.set(key, made);
-    return secret_from_string(made);
+    return transport::auth::derive_secret(made);
   }
-  return secret_from_string(store.get_string(key));
+  return transport::auth::derive_secret(store.get_string(key));
 }
 
 std::string host_identity() {

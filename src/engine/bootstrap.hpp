@@ -8,10 +8,11 @@
 
 #include "engine/context.hpp"
 #include "kolo/store.hpp"
+#include "transports/common/auth.hpp"
 
 namespace kolo::engine {
 
-using Secret = std::array<uint8_t, 16>;
+using Secret = transport::auth::Secret;
 
 // opts.secret, else KOLO_SECRET, else one made by rank 0 and shared through the store.
 Secret agree_secret(Store& store, const std::string& prefix, int rank, const std::string& explicit_secret);

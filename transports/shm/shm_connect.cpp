@@ -3,7 +3,8 @@
 //   2. publish both names in the store under <prefix>/shm/<rank>;
 //   3. map every peer's segment and find the ring addressed to us there;
 //   4. connect the control sockets (lower rank connects to higher) with a hello that checks the
-//      job secret and the group, like TCP's; a peer's hello proves it has mapped our segment;
+//      group and proves the job secret both ways, like TCP's (challenge-response over the nonce
+//      each rank published in step 2); a peer's hello proves it has mapped our segment;
 //   5. unlink our segment's name: from here on nothing is left in /dev/shm whatever happens;
 //   6. probe cross-memory attach both ways and tell each peer whether we can read it.
 #include <sys/epoll.h>
@@ -24,6 +25,7 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
+#include "transports/common/auth.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/tcp/handshake.hpp"
@@ -83,11 +85,27 @@ std::string base_name(const Bootstrap& b) {
 
 std::string store_key(const Bootstrap& b, int rank) { return b.prefix + "/shm/" + std::to_string(rank); }
 
+transport::auth::Binding binding(const Bootstrap& b, int connector, int acceptor) {
+  return {"shm", static_cast<uint32_t>(kProtocolVersion), tcp::group_hash(b.prefix), connector, acceptor, b.size};
+}
+
+transport::auth::Mac mac_of(const Hello& h) {
+  transport::auth::Mac m{};
+  std::memcpy(m.data(), h.mac, m.size());
+  return m;
+}
+
+transport::auth::Nonce nonce_of(const Hello& h) {
+  transport::auth::Nonce n{};
+  std::memcpy(n.data(), h.nonce, n.size());
+  return n;
+}
+
+// A connector's hello carries its challenge and its proof; a reply carries the acceptor's proof.
 Hello make_hello(const Bootstrap& b, int peer, HelloStatus status, const uint64_t* probe) {
   Hello h{};
   h.magic = kHelloMagic;
   h.protocol_version = static_cast<uint32_t>(kProtocolVersion);
-  std::memcpy(h.secret, b.secret.data(), sizeof h.secret);
   h.group_hash = tcp::group_hash(b.prefix);
   h.src_rank = b.rank;
   h.dst_rank = peer;
@@ -98,12 +116,15 @@ Hello make_hello(const Bootstrap& b, int peer, HelloStatus status, const uint64_
   return h;
 }
 
-HelloStatus check_hello(const Hello& h, size_t got, const Bootstrap& b, const std::vector<bool>& want) {
+HelloStatus check_hello(const Hello& h, size_t got, const Bootstrap& b, const std::vector<bool>& want,
+                        const transport::auth::Nonce& mine) {
+  using namespace transport::auth;
   if (got != sizeof h || h.magic != kHelloMagic) return HelloStatus::bad_magic;
   if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) return HelloStatus::bad_version;
-  if (std::memcmp(h.secret, b.secret.data(), sizeof h.secret) != 0) return HelloStatus::bad_secret;
   if (h.group_hash != tcp::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
   if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) return HelloStatus::bad_rank;
+  if (!same(mac_of(h), prove(b.secret, Role::connector, binding(b, h.src_rank, b.rank), nonce_of(h), mine)))
+    return HelloStatus::bad_secret;
   return HelloStatus::ok;
 }
 
@@ -210,20 +231,25 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     inbound[static_cast<size_t>(peers[i])] = RingView{ctl, ring + kRingControlBytes, ctl->slot_bytes, ctl->nslots};
   }
 
-  // 2. Publish; the segment is complete before anyone can find it.
-  b.store->set(store_key(b, b.rank), seg_name + "\n" + sock_name);
+  // 2. Publish, with this setup's nonce that every connector's proof must cover; the segment is
+  //    complete before anyone can find it.
+  const transport::auth::Nonce my_nonce = transport::auth::fresh_nonce();
+  b.store->set(store_key(b, b.rank), seg_name + "\n" + sock_name + "\n" + transport::auth::to_hex(my_nonce));
 
   // 3. Map the peers' segments.
   std::vector<RingView> outbound(static_cast<size_t>(b.size));
   std::vector<std::string> peer_socket(static_cast<size_t>(b.size));
+  std::vector<transport::auth::Nonce> peer_nonce(static_cast<size_t>(b.size));
   for (int peer : peers) {
     std::string info = b.store->get_string(store_key(b, peer));
     auto nl = info.find('\n');
-    if (nl == std::string::npos) throw Error("shm transport: malformed store entry " + store_key(b, peer));
+    auto nl2 = nl == std::string::npos ? nl : info.find('\n', nl + 1);
+    if (nl2 == std::string::npos || !transport::auth::from_hex(info.substr(nl2 + 1), &peer_nonce[static_cast<size_t>(peer)]))
+      throw Error("shm transport: malformed store entry " + store_key(b, peer) + " (mixed kolo versions?)");
     peer_names->push_back(info.substr(0, nl));
     Segment seg = Segment::open(info.substr(0, nl), "rank " + std::to_string(peer));
     outbound[static_cast<size_t>(peer)] = find_ring(seg, peer, b.rank);
-    peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1);
+    peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1, nl2 - nl - 1);
     dev->peers_.push_back(std::move(seg));
   }
 
@@ -231,6 +257,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
   //    so every rank connects first and accepts afterwards, as the TCP transport does.
   std::vector<Fd> socks(static_cast<size_t>(b.size));
   std::vector<Hello> their(static_cast<size_t>(b.size));
+  std::vector<transport::auth::Nonce> challenges(static_cast<size_t>(b.size));
   std::vector<int> higher;
   std::vector<bool> want(static_cast<size_t>(b.size), false);
   int lower = 0;
@@ -242,7 +269,13 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     }
     Fd fd = connect_abstract_until(peer_socket[static_cast<size_t>(peer)], b.deadline);
     Hello h = make_hello(b, peer, HelloStatus::ok, &dev->probe_word_);
+    const transport::auth::Nonce challenge = transport::auth::fresh_nonce();
+    std::memcpy(h.nonce, challenge.data(), sizeof h.nonce);
+    const auto proof = transport::auth::prove(b.secret, transport::auth::Role::connector, binding(b, b.rank, peer), challenge,
+                                              peer_nonce[static_cast<size_t>(peer)]);
+    std::memcpy(h.mac, proof.data(), sizeof h.mac);
     send_record_until(fd.get(), &h, sizeof h, b.deadline);
+    challenges[static_cast<size_t>(peer)] = challenge;
     socks[static_cast<size_t>(peer)] = std::move(fd);
     higher.push_back(peer);
   }
@@ -272,9 +305,14 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
       last_refusal = std::string("no valid handshake: ") + e.what();
       continue;
     }
-    HelloStatus st = check_hello(h, got, b, want);
+    HelloStatus st = check_hello(h, got, b, want, my_nonce);
     int src = h.src_rank;
     Hello reply = make_hello(b, st == HelloStatus::ok ? src : -1, st, &dev->probe_word_);
+    if (st == HelloStatus::ok) {
+      const auto proof = transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, src, b.rank), nonce_of(h),
+                                                my_nonce);
+      std::memcpy(reply.mac, proof.data(), sizeof reply.mac);
+    }
     try {
       send_record_until(fd.get(), &reply, sizeof reply, b.deadline);
     } catch (const Error&) {
@@ -306,6 +344,12 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     if (st != HelloStatus::ok)
       throw PeerError("rank " + std::to_string(peer) + " refused the shared-memory connection from rank " + std::to_string(b.rank) +
                           ": " + tcp::hello_status_text(st),
+                      peer);
+    if (!transport::auth::same(mac_of(r), transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, b.rank, peer),
+                                                                 challenges[static_cast<size_t>(peer)],
+                                                                 peer_nonce[static_cast<size_t>(peer)])))
+      throw PeerError("rank " + std::to_string(peer) + " accepted the shared-memory connection from rank " + std::to_string(b.rank) +
+                          " but could not prove the job secret: " + tcp::hello_status_text(HelloStatus::bad_secret),
                       peer);
     their[static_cast<size_t>(peer)] = r;
   }

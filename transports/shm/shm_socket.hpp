@@ -22,13 +22,14 @@ constexpr uint32_t kHelloMagic = 0x4f534b4b;  // "KKSO"
 constexpr uint32_t kReadyMagic = 0x59445252;  // "RRDY"
 
 // First record in each direction. The connecting rank sends one; the accepting rank checks it
-// (magic, version, job secret, group, ranks) and answers with its own, `status` set. Both carry
+// (magic, version, group, ranks, and the proof of the job secret: transports/common/auth.hpp)
+// and answers with its own, `status` set and its own proof in `mac`. Both carry
 // the address and value of a word the peer may try to read with process_vm_readv: whether it
 // reads back the right value decides if large messages may be read straight from our memory.
 struct Hello {
   uint32_t magic;
   uint32_t protocol_version;
-  uint8_t secret[16];
+  uint8_t nonce[16];  // the connector's challenge (unused in replies)
   uint64_t group_hash;
   int32_t src_rank;
   int32_t dst_rank;
@@ -36,6 +37,7 @@ struct Hello {
   uint32_t status;  // replies: tcp::HelloStatus
   uint64_t probe_addr;
   uint64_t probe_value;
+  uint8_t mac[32];    // proof over the connector's nonce and the acceptor's published one
 };
 
 // Second record, both ways, once every handshake is done: whether the sender of this record

@@ -24,7 +24,7 @@ const char* hello_status_text(HelloStatus s) {
 }
 
 uint64_t group_hash(const std::string& prefix) {
-  // FNV-1a: only needs to tell groups apart, not resist attackers (the secret does that).
+  // FNV-1a: only needs to tell groups apart, not resist attackers (the secret proof does that).
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : prefix) {
     h ^= c;
@@ -33,37 +33,71 @@ uint64_t group_hash(const std::string& prefix) {
   return h;
 }
 
-void send_hello(int fd, const transport::Bootstrap& b, int peer) {
+namespace {
+
+transport::auth::Binding binding(const transport::Bootstrap& b, int connector, int acceptor) {
+  return {"tcp", static_cast<uint32_t>(kProtocolVersion), group_hash(b.prefix), connector, acceptor, b.size};
+}
+
+}  // namespace
+
+HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want) {
+  if (h.magic != kHelloMagic) return HelloStatus::bad_magic;
+  if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) return HelloStatus::bad_version;
+  if (h.group_hash != group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
+  if (h.src_rank < 0 || h.src_rank >= b.size || static_cast<size_t>(h.src_rank) >= want.size() ||
+      !want[static_cast<size_t>(h.src_rank)])
+    return HelloStatus::bad_rank;
+  return HelloStatus::ok;
+}
+
+transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce) {
+  using namespace transport::auth;
   Hello h{};
   h.magic = kHelloMagic;
   h.protocol_version = static_cast<uint32_t>(kProtocolVersion);
-  std::memcpy(h.secret, b.secret.data(), sizeof h.secret);
+  const Nonce mine = fresh_nonce();
+  std::memcpy(h.nonce, mine.data(), sizeof h.nonce);
   h.group_hash = group_hash(b.prefix);
   h.src_rank = b.rank;
   h.dst_rank = peer;
   h.world_size = b.size;
+  const Mac mac = prove(b.secret, Role::connector, binding(b, b.rank, peer), mine, peer_nonce);
+  std::memcpy(h.mac, mac.data(), sizeof h.mac);
   write_all_until(fd, &h, sizeof h, b.deadline);
+  return mine;
 }
 
-void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer) {
+void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
+                        const transport::auth::Nonce& peer_nonce) {
+  using namespace transport::auth;
+  const std::string who = "rank " + std::to_string(peer);
   HelloReply r{};
   try {
     read_all_until(fd, &r, sizeof r, b.deadline);
   } catch (const TimeoutError&) {
-    throw TimeoutError("rank " + std::to_string(peer) + " did not answer the connection handshake of rank " +
-                       std::to_string(b.rank) + " before the timeout");
+    throw TimeoutError(who + " did not answer the connection handshake of rank " + std::to_string(b.rank) + " before the timeout",
+                       peer);
   } catch (const Error& e) {
-    throw PeerError("rank " + std::to_string(peer) + " closed the connection during the handshake: " + e.what(), peer);
+    throw PeerError(who + " closed the connection during the handshake: " + e.what(), peer);
   }
   if (r.magic != kHelloMagic || r.status != HelloStatus::ok)
-    throw PeerError("rank " + std::to_string(peer) + " refused the connection from rank " + std::to_string(b.rank) +
-                        ": " + hello_status_text(r.magic == kHelloMagic ? r.status : HelloStatus::bad_magic),
+    throw PeerError(who + " refused the connection from rank " + std::to_string(b.rank) + ": " +
+                        hello_status_text(r.magic == kHelloMagic ? r.status : HelloStatus::bad_magic),
+                    peer);
+  Mac theirs{};
+  std::memcpy(theirs.data(), r.mac, theirs.size());
+  if (!same(theirs, prove(b.secret, Role::acceptor, binding(b, b.rank, peer), sent, peer_nonce)))
+    throw PeerError(who + " accepted the connection from rank " + std::to_string(b.rank) +
+                        " but could not prove the job secret: " + hello_status_text(HelloStatus::bad_secret),
                     peer);
 }
 
-bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, int* peer, std::string* why) {
+bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, const transport::auth::Nonce& mine,
+                  int* peer, std::string* why) {
+  using namespace transport::auth;
   Hello h{};
-  // A caller that connects and says nothing must not stall setup for long.
+  // A caller that connects and says nothing (or stops halfway) must not stall setup for long.
   auto deadline = std::min(b.deadline, Clock::now() + std::chrono::seconds(10));
   try {
     read_all_until(fd, &h, sizeof h, deadline);
@@ -71,13 +105,21 @@ bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>
     *why = std::string("no valid handshake: ") + e.what();
     return false;
   }
-  HelloStatus st = HelloStatus::ok;
-  if (h.magic != kHelloMagic) st = HelloStatus::bad_magic;
-  else if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) st = HelloStatus::bad_version;
-  else if (std::memcmp(h.secret, b.secret.data(), sizeof h.secret) != 0) st = HelloStatus::bad_secret;
-  else if (h.group_hash != group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) st = HelloStatus::bad_group;
-  else if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) st = HelloStatus::bad_rank;
-  HelloReply r{kHelloMagic, st};
+  HelloStatus st = check_hello(h, b, want);
+  HelloReply r{kHelloMagic, st, {}};
+  if (st == HelloStatus::ok) {
+    Nonce theirs{};
+    Mac their_mac{};
+    std::memcpy(theirs.data(), h.nonce, theirs.size());
+    std::memcpy(their_mac.data(), h.mac, their_mac.size());
+    const Binding bind = binding(b, h.src_rank, b.rank);
+    if (same(their_mac, prove(b.secret, Role::connector, bind, theirs, mine))) {
+      const Mac reply = prove(b.secret, Role::acceptor, bind, theirs, mine);
+      std::memcpy(r.mac, reply.data(), sizeof r.mac);
+    } else {
+      st = r.status = HelloStatus::bad_secret;
+    }
+  }
   try {
     write_all_until(fd, &r, sizeof r, deadline);
   } catch (const Error&) {

@@ -1,20 +1,34 @@
-// The first bytes on every TCP connection: who is calling, for which group, and the job secret.
+// The first bytes on every TCP connection: who is calling, for which group, and proof of the job
+// secret by challenge-response (the secret itself never travels; see transports/common/auth.hpp).
+//
+//   connector -> Hello (magic, version, group, ranks, nonce C, proof over C and the acceptor's
+//                published nonce A)
+//   acceptor  -> HelloReply (status; when ok, the acceptor's proof over C and A)
 #pragma once
 #include <string>
 #include <vector>
 
+#include "transports/common/auth.hpp"
+#include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
 
 namespace kolo::tcp {
 
-// Connecting side: announces itself to `peer`.
-void send_hello(int fd, const transport::Bootstrap& b, int peer);
-// Connecting side: reads the acceptor's verdict; throws a clear error when refused.
-void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer);
-// Accepting side: reads and checks a hello, answers it. On success sets *peer and returns true;
-// on refusal answers with the reason, sets *why and returns false. `want` marks the ranks that
-// may still connect.
-bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, int* peer, std::string* why);
+// Connecting side: announces itself to `peer`, whose device published `peer_nonce`; returns the
+// challenge it sent.
+transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce);
+// Connecting side: reads the acceptor's verdict and checks its proof. Throws a clear error when
+// refused, or when the acceptor cannot prove the secret.
+void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
+                        const transport::auth::Nonce& peer_nonce);
+// Accepting side, whose device published `mine`: reads and checks a hello and its proof, answers
+// it. On success sets *peer and returns true; on refusal answers with the reason, sets *why and
+// returns false. `want` marks the ranks that may still connect.
+bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, const transport::auth::Nonce& mine,
+                  int* peer, std::string* why);
+
+// The checks of a hello that need no secret: magic, version, group, ranks (pure: fuzzed).
+HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want);
 
 uint64_t group_hash(const std::string& prefix);
 

@@ -65,21 +65,35 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
   Endpoint self;
   Fd listener = listen_any_port(b.listen_addr, &self);
-  b.store->set(b.prefix + "/tcp/" + std::to_string(b.rank), self.str());
+  // Our address and this setup's nonce, which every connector's proof must cover.
+  const transport::auth::Nonce nonce = transport::auth::fresh_nonce();
+  b.store->set(b.prefix + "/tcp/" + std::to_string(b.rank), self.str() + "#" + transport::auth::to_hex(nonce));
 
   // Lower ranks connect to higher ones. Connecting never waits for the peer to accept (the
   // kernel queues the connection), so every rank can connect first and accept afterwards.
-  std::vector<std::pair<int, Fd>> outgoing;
+  struct Outgoing {
+    int peer;
+    Fd fd;
+    transport::auth::Nonce challenge;   // what our hello asked the peer to prove
+    transport::auth::Nonce peer_nonce;  // what the peer published
+  };
+  std::vector<Outgoing> outgoing;
   int lower = 0;
   for (int peer : peers) {
     if (peer < b.rank) {
       ++lower;
       continue;
     }
-    Endpoint ep = parse_endpoint(b.store->get_string(b.prefix + "/tcp/" + std::to_string(peer)));
+    const std::string key = b.prefix + "/tcp/" + std::to_string(peer);
+    const std::string info = b.store->get_string(key);
+    const auto hash = info.rfind('#');
+    transport::auth::Nonce peer_nonce{};
+    if (hash == std::string::npos || !transport::auth::from_hex(info.substr(hash + 1), &peer_nonce))
+      throw Error("tcp transport: malformed store entry " + key + " (mixed kolo versions?)");
+    Endpoint ep = parse_endpoint(info.substr(0, hash));
     Fd fd = connect_until(ep, b.deadline);
-    send_hello(fd.get(), b, peer);
-    outgoing.emplace_back(peer, std::move(fd));
+    auto challenge = send_hello(fd.get(), b, peer, peer_nonce);
+    outgoing.push_back(Outgoing{peer, std::move(fd), challenge, peer_nonce});
   }
   std::vector<bool> want(static_cast<size_t>(b.size), false);
   for (int peer : peers)
@@ -105,7 +119,7 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
     }
     int peer = -1;
     std::string why;
-    if (!accept_hello(fd.get(), b, want, &peer, &why)) {
+    if (!accept_hello(fd.get(), b, want, nonce, &peer, &why)) {
       ++refused;
       last_refusal = why + " (from " + from + ")";
       KOLO_LOG(warn, "refused a connection from " << from << ": " << why);
@@ -115,9 +129,9 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
     --lower;
     dev->add_pair(peer, std::move(fd));
   }
-  for (auto& [peer, fd] : outgoing) {
-    expect_hello_reply(fd.get(), b, peer);
-    dev->add_pair(peer, std::move(fd));
+  for (auto& o : outgoing) {
+    expect_hello_reply(o.fd.get(), b, o.peer, o.challenge, o.peer_nonce);
+    dev->add_pair(o.peer, std::move(o.fd));
   }
   KOLO_LOG(debug, "tcp: connected to " << peers.size() << " peer(s), listening on " << self.str());
   return dev;

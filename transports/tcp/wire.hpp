@@ -7,25 +7,29 @@ namespace kolo::tcp {
 
 constexpr uint32_t kHelloMagic = 0x4b4f4c4f;  // "KOLO"
 
-// Sent by the connecting side. The acceptor checks magic, protocol version, the job secret and
-// the group, and answers with a HelloReply.
+// Sent by the connecting side. The acceptor checks magic, protocol version, the group, the ranks
+// and the proof of the job secret, and answers with a HelloReply carrying its own proof
+// (challenge-response both ways: transports/common/auth.hpp).
 struct Hello {
   uint32_t magic;
   uint32_t protocol_version;
-  uint8_t secret[16];
+  uint8_t nonce[16];     // the connector's challenge
   uint64_t group_hash;  // hash of the group's store prefix: two groups never cross-connect
   int32_t src_rank;
   int32_t dst_rank;
   int32_t world_size;
   int32_t reserved;
+  uint8_t mac[32];       // connector's proof over its nonce and the acceptor's published one
 };
 
 enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5 };
 const char* hello_status_text(HelloStatus s);
 
+// With status ok, the acceptor's proof over both nonces.
 struct HelloReply {
   uint32_t magic;
   HelloStatus status;
+  uint8_t mac[32];
 };
 
 enum class FrameKind : uint32_t { data = 1, bye = 2, abort = 3 };
