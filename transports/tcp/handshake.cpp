@@ -95,16 +95,21 @@ void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const t
 
 bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, const transport::auth::Nonce& mine,
                   int* peer, std::string* why) {
-  using namespace transport::auth;
   Hello h{};
   // A caller that connects and says nothing (or stops halfway) must not stall setup for long.
-  auto deadline = std::min(b.deadline, Clock::now() + std::chrono::seconds(10));
   try {
-    read_all_until(fd, &h, sizeof h, deadline);
+    read_all_until(fd, &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
   } catch (const Error& e) {
     *why = std::string("no valid handshake: ") + e.what();
     return false;
   }
+  return answer_hello(fd, h, b, want, mine, peer, why);
+}
+
+bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
+                  const transport::auth::Nonce& mine, int* peer, std::string* why) {
+  using namespace transport::auth;
+  const auto deadline = std::min(b.deadline, Clock::now() + std::chrono::seconds(10));
   HelloStatus st = check_hello(h, b, want);
   HelloReply r{kHelloMagic, st, {}};
   if (st == HelloStatus::ok) {

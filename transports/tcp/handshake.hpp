@@ -27,6 +27,10 @@ void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const t
 bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>& want, const transport::auth::Nonce& mine,
                   int* peer, std::string* why);
 
+// accept_hello's second half, for a hello already read (HelloInbox reads them without blocking).
+bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
+                  const transport::auth::Nonce& mine, int* peer, std::string* why);
+
 // The checks of a hello that need no secret: magic, version, group, ranks (pure: fuzzed).
 HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want);
 

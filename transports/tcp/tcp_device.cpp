@@ -14,6 +14,7 @@
 #include "kolo/version.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/tcp/handshake.hpp"
+#include "transports/tcp/hello_inbox.hpp"
 
 namespace kolo::tcp {
 
@@ -100,14 +101,24 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
     if (peer < b.rank) want[static_cast<size_t>(peer)] = true;
   int refused = 0;
   std::string last_refusal;
+  constexpr int kLoggedRefusals = 10;
+  HelloInbox inbox(listener.get());
+  std::vector<HelloInbox::Dropped> dropped;
+  auto refuse = [&](const std::string& from, const std::string& why) {
+    ++refused;
+    last_refusal = why + " (from " + from + ")";
+    // A flood of bad connections must not become a flood of log lines: the first few are
+    // logged, the rest counted (the total is logged once the group has formed).
+    if (refused <= kLoggedRefusals) KOLO_LOG(warn, "refused a connection from " << from << ": " << why);
+    if (refused == kLoggedRefusals) KOLO_LOG(warn, "further refused connections are counted, not logged");
+  };
   while (lower > 0) {
-    std::string from;
-    Fd fd;
-    try {
-      // Wake up now and then to see whether a peer gave up (and why).
-      auto slice = std::min(b.deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-      fd = accept_until(listener.get(), slice, &from);
-    } catch (const TimeoutError&) {
+    // Wake up now and then to see whether a peer gave up (and why).
+    HelloInbox::Arrival in;
+    const bool arrived = inbox.next(std::min(b.deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)), &in, &dropped);
+    for (const auto& d : dropped) refuse(d.from, d.why);
+    dropped.clear();
+    if (!arrived) {
       const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
       transport::throw_if_peer_gave_up(b, refusals);
       if (std::chrono::steady_clock::now() < b.deadline) continue;
@@ -119,16 +130,15 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
     }
     int peer = -1;
     std::string why;
-    if (!accept_hello(fd.get(), b, want, nonce, &peer, &why)) {
-      ++refused;
-      last_refusal = why + " (from " + from + ")";
-      KOLO_LOG(warn, "refused a connection from " << from << ": " << why);
+    if (!answer_hello(in.fd.get(), in.hello, b, want, nonce, &peer, &why)) {
+      refuse(in.from, why);
       continue;
     }
     want[static_cast<size_t>(peer)] = false;
     --lower;
-    dev->add_pair(peer, std::move(fd));
+    dev->add_pair(peer, std::move(in.fd));
   }
+  if (refused > kLoggedRefusals) KOLO_LOG(warn, "refused " << refused << " connection(s) in all while the group formed");
   for (auto& o : outgoing) {
     expect_hello_reply(o.fd.get(), b, o.peer, o.challenge, o.peer_nonce);
     dev->add_pair(o.peer, std::move(o.fd));
