@@ -147,3 +147,59 @@ TEST(HostilePeers, GarbageAtTheListeningPortIsRefusedAndTheGroupStillForms) {
   EXPECT_EQ(rr.state, transport::Request::State::done);
   EXPECT_EQ(in, out);
 }
+
+namespace {
+
+// Rank 1 is a real TcpDevice; rank 0 is a raw socket that completes the handshake (it holds the
+// secret: an insider gone wrong, or a corrupted stream) and then sends `frame`.
+struct RawPeerResult {
+  transport::Request::State state = transport::Request::State::pending;
+  transport::Failure failure = transport::Failure::none;
+  std::string detail;
+};
+
+RawPeerResult send_raw_frame(const tcp::FrameHeader& frame) {
+  auto store = make_hash_store();
+  Sink s0, s1;
+  std::unique_ptr<transport::Device> d1;
+  std::thread acceptor([&] { d1 = tcp::TcpDevice::connect(boot(*store, 1, &s1), {0}); });
+  const transport::Bootstrap b0 = boot(*store, 0, &s0);
+  const std::string info = store->get_string("hostile/tcp/1");
+  transport::auth::Nonce published{};
+  EXPECT_TRUE(transport::auth::from_hex(info.substr(info.rfind('#') + 1), &published));
+  tcp::Fd fd = dial(tcp::parse_endpoint(info.substr(0, info.rfind('#'))));
+  auto sent = tcp::send_hello(fd.get(), b0, 1, published);
+  tcp::expect_hello_reply(fd.get(), b0, 1, sent, published);
+  acceptor.join();
+  tcp::write_all_until(fd.get(), &frame, sizeof frame, Clock::now() + 5s);
+  std::vector<uint8_t> buf(16);
+  transport::Tag t;
+  t.w[0] = 9;
+  transport::Request r;
+  d1->pair(0)->post_recv(buf.data(), buf.size(), t, &r);
+  const auto deadline = Clock::now() + 10s;
+  while (r.state == transport::Request::State::pending && Clock::now() < deadline) d1->poll();
+  return {r.state, r.failure, r.detail};
+}
+
+}  // namespace
+
+TEST(HostilePeers, FrameClaimingATerabytePayloadFailsTheReceiveWithoutAllocating) {
+  tcp::FrameHeader h{};
+  h.kind = tcp::FrameKind::data;
+  h.bytes = uint64_t(1) << 40;
+  h.tag[0] = 9;
+  RawPeerResult r = send_raw_frame(h);
+  EXPECT_EQ(r.state, transport::Request::State::failed);
+  EXPECT_EQ(r.failure, transport::Failure::size_mismatch);
+  EXPECT_NE(r.detail.find("rank 0"), std::string::npos) << r.detail;
+}
+
+TEST(HostilePeers, FrameOfUnknownKindFailsNamingThePeer) {
+  tcp::FrameHeader h{};
+  h.kind = static_cast<tcp::FrameKind>(77);
+  h.bytes = 5;
+  RawPeerResult r = send_raw_frame(h);
+  EXPECT_EQ(r.state, transport::Request::State::failed);
+  EXPECT_NE(r.detail.find("rank 0"), std::string::npos) << r.detail;
+}
