@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin libgloo-dev libibverbs-dev iproute2 python3
       iperf3 gnuplot-nox bible-kjv bible-kjv-text
-      libopenblas-dev python3-torch libssl-dev
+      libopenblas-dev python3-torch libssl-dev clang libclang-rt-14-dev
       qemu-system-x86 mmdebstrap e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do
