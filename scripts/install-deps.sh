@@ -6,6 +6,7 @@ pkgs=(g++ meson ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-de
       libopenmpi-dev openmpi-bin libgloo-dev libibverbs-dev iproute2 python3
       iperf3 gnuplot-nox bible-kjv bible-kjv-text
       libopenblas-dev python3-torch libssl-dev clang libclang-rt-14-dev
+      libtorch-dev pybind11-dev python3-dev python3-pytest
       qemu-system-x86 mmdebstrap e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do

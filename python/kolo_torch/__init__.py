@@ -1,0 +1,32 @@
+"""kolo backend for torch.distributed.
+
+``import kolo_torch`` registers the backend "kolo"; then
+``torch.distributed.init_process_group("kolo", ...)`` and ``new_group(..., backend="kolo")``
+run every torch.distributed operation on CPU tensors through kolo, and DDP runs unchanged.
+"""
+import inspect
+
+import torch  # loads libtorch and the pybind11 types (Store, ProcessGroup, Work) _C converts to
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["create_backend"]
+
+
+def create_backend(store, rank, size, timeout):
+    """The creator torch calls with the group's (prefixed) store, rank, size and timeout."""
+    return _C.create_backend(store, rank, size, timeout)
+
+
+def _register():
+    if "KOLO" in dist.Backend._plugins:  # imported twice (e.g. reloaded): already registered
+        return
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if "devices" in params:  # torch 2.x: say which device type the backend serves
+        dist.Backend.register_backend("kolo", create_backend, devices=["cpu"])
+    else:
+        dist.Backend.register_backend("kolo", create_backend)
+
+
+_register()

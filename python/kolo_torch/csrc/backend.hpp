@@ -1,0 +1,81 @@
+// ProcessGroupKolo: torch.distributed's backend interface over kolo::ProcessGroup, for CPU
+// tensors. torch 1.x calls a c10d::ProcessGroup subclass; torch 2.x a c10d::Backend subclass
+// (the ProcessGroup there dispatches to per-device backends). The methods are the same.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "kolo/process_group.hpp"
+
+namespace kolo_torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+using WorkRef = c10::intrusive_ptr<c10d::Work>;
+
+class ProcessGroupKolo : public BackendBase {
+ public:
+  // Collective over the group: connects to every peer (three kolo groups: collectives, and one
+  // point-to-point lane per direction so that isend/irecv never wait behind each other).
+  ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupKolo() override;
+
+  const std::string getBackendName() const override { return "kolo"; }
+
+  WorkRef broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts = {}) override;
+  WorkRef allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts = {}) override;
+  WorkRef allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                              const c10d::AllreduceCoalescedOptions& opts = {}) override;
+  WorkRef reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts = {}) override;
+  WorkRef allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                    const c10d::AllgatherOptions& opts = {}) override;
+  WorkRef _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts = {}) override;
+  WorkRef allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                              const c10d::AllgatherOptions& opts = {}) override;
+  WorkRef gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                 const c10d::GatherOptions& opts = {}) override;
+  WorkRef scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                  const c10d::ScatterOptions& opts = {}) override;
+  WorkRef reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                         const c10d::ReduceScatterOptions& opts = {}) override;
+  WorkRef _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                               const c10d::ReduceScatterOptions& opts = {}) override;
+  WorkRef alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                        std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts = {}) override;
+  WorkRef alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                   const c10d::AllToAllOptions& opts = {}) override;
+  WorkRef barrier(const c10d::BarrierOptions& opts = {}) override;
+  WorkRef send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  WorkRef recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  WorkRef recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+#if TORCH_VERSION_MAJOR >= 2
+  WorkRef allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllgatherOptions& opts = {}) override;
+  WorkRef reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::ReduceScatterOptions& opts = {}) override;
+#endif
+
+ private:
+  // The point-to-point lane for traffic from rank `from` to rank `to`.
+  kolo::ProcessGroup& lane(int from, int to) const { return from < to ? *up_ : *down_; }
+
+  std::shared_ptr<kolo::ProcessGroup> pg_;    // collectives
+  std::shared_ptr<kolo::ProcessGroup> up_;    // sends from lower to higher ranks
+  std::shared_ptr<kolo::ProcessGroup> down_;  // sends from higher to lower ranks
+};
+
+}  // namespace kolo_torch

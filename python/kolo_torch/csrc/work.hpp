@@ -1,0 +1,50 @@
+// c10d::Work over one or more kolo::Work: completes when every part has, after running the
+// operation's finish step (copying results out of staging buffers), and completes the
+// c10::ivalue::Future that DDP's communication hooks chain on.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "kolo/work.hpp"
+
+namespace kolo_torch {
+
+class KoloWork : public c10d::Work {
+ public:
+  // `finish` runs once, after every part succeeded, on the thread that completes the last part;
+  // `outputs` become the future's value. `keep` holds tensors the parts read or write.
+  static c10::intrusive_ptr<KoloWork> start(int rank, c10d::OpType type, std::vector<kolo::WorkPtr> parts,
+                                            std::vector<at::Tensor> outputs, std::function<void()> finish = {},
+                                            std::vector<at::Tensor> keep = {});
+
+  // One Work over several: completes when all have (their own finish steps ran first).
+  static c10::intrusive_ptr<KoloWork> join(int rank, c10d::OpType type, const std::vector<c10::intrusive_ptr<KoloWork>>& works,
+                                           std::vector<at::Tensor> outputs);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+
+  // The state that kolo's completion callbacks share with this Work (they must not own the Work:
+  // a dropped isend handle would otherwise live forever in its kolo::Work's callback list).
+  struct State;
+
+  KoloWork(int rank, c10d::OpType type, std::vector<kolo::WorkPtr> parts, std::shared_ptr<State> state);
+
+ private:
+  std::vector<kolo::WorkPtr> parts_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kolo_torch
