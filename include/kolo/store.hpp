@@ -53,19 +53,26 @@ std::shared_ptr<Store> make_hash_store();
 // Store on a shared file system path; processes on one host (or sharing an NFS path) use it.
 std::shared_ptr<Store> make_file_store(const std::string& path, int world_size = -1);
 
-// TCP store. With is_server the process also hosts the server (rank 0 in torchrun's model);
-// port 0 picks a free port (see TCPStore::port()).
+// TCP store, speaking PyTorch c10d's TCPStore protocol: a kolo client joins a store that torch
+// hosts (torchrun's agent store), and torch's TCPStore clients use one that kolo hosts. Keys are
+// shared with torch's clients (both put "/" in front on the wire). With is_server the process
+// also hosts the server (rank 0 in torchrun's model); port 0 picks a free port (see port()).
 class TCPStore : public Store {
  public:
+  // The server's dialect: torch <= 2.0 (kLegacy) or >= 2.1 (kValidated); kAuto asks the server.
+  enum class Protocol { kAuto, kLegacy, kValidated };
   struct Options {
     std::string host = "127.0.0.1";
     uint16_t port = 29500;
     bool is_server = false;
     int world_size = -1;  // when set, the server's constructor waits for this many clients
     std::chrono::milliseconds timeout = kDefaultTimeout;
+    Protocol protocol = Protocol::kAuto;
   };
   static std::shared_ptr<TCPStore> create(const Options& opts);
   virtual uint16_t port() const = 0;
+  // The dialect in use: "torch<=2.0" or "torch>=2.1".
+  virtual std::string protocol_name() const = 0;
 };
 
 // Runs a TCPStore server with no client in this process (`kolo-store` uses this).

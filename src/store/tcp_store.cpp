@@ -1,13 +1,19 @@
-// TCPStore's client (one connection per object; requests are blocking and bounded by poll()
-// deadlines) and the factories TCPStore::create and TCPStoreServer::start.
+// TCPStore's client, speaking c10d's TCPStore protocol (tcp_store_wire.hpp), and the factories
+// TCPStore::create and TCPStoreServer::start.
 //
-// Joining: every client, once connected, adds 1 to an internal counter and records "client n
-// joined" under an internal key. A server-side store created with world_size = N then waits
-// (parked on the server, no polling) for the key of client N. Internal keys are not counted by
-// num_keys().
+// One connection per object; one request at a time on it (a mutex), each bounded by poll()
+// deadlines. Like c10d's client, user keys travel with a "/" in front and the joining count lives
+// in "init/", so a torch TCPStore and a kolo TCPStore on the same server see the same keys.
+//
+// The dialect (torch <= 2.0 or >= 2.1) is found once per client: it opens with VALIDATE + PING.
+// A >= 2.1 server echoes the ping. A legacy server reads the same bytes as a SET whose key length
+// is >= 2^63 (the ping's nonce is chosen so), fails to allocate it, and hangs up at once without
+// having stored anything; the client then reconnects and speaks the legacy dialect.
 #include <unistd.h>
 
 #include <mutex>
+#include <random>
+#include <thread>
 
 #include "kolo/error.hpp"
 #include "store/store_socket.hpp"
@@ -19,20 +25,18 @@ namespace {
 
 using namespace store_detail;
 
-// How much longer than a GET/WAIT's own timeout the client waits for the server's TIMEOUT reply
-// before it concludes the server is stuck.
-constexpr std::chrono::milliseconds kServerReplyGrace{5000};
-
-const std::string kJoinCounterKey = std::string(kInternalKeyPrefix) + "joined";
-std::string joined_key(int64_t n) { return kJoinCounterKey + "/" + std::to_string(n); }
+// How long a CANCEL_WAIT's answer, or the handshake's echo, may take once the server is known
+// to be alive.
+constexpr std::chrono::milliseconds kReplyGrace{5000};
 
 class TcpStoreClient final : public TCPStore {
  public:
-  TcpStoreClient(std::string host, uint16_t port, std::chrono::milliseconds timeout,
+  TcpStoreClient(std::string host, uint16_t port, std::chrono::milliseconds timeout, Protocol protocol,
                  std::unique_ptr<TcpStoreServerCore> server)
-      : server_(std::move(server)), host_(std::move(host)), port_(port) {
+      : server_(std::move(server)), host_(std::move(host)), port_(port), protocol_(protocol) {
     timeout_ = timeout;
-    fd_ = connect_with_retry(host_, port_, timeout_);
+    std::lock_guard guard(mu_);
+    connect_locked();
   }
 
   ~TcpStoreClient() override {
@@ -41,162 +45,288 @@ class TcpStoreClient final : public TCPStore {
   }
 
   uint16_t port() const override { return port_; }
+  std::string protocol_name() const override { return dialect_name(dialect_); }
 
   void set(const std::string& key, const Bytes& value) override {
     WireWriter req;
-    req.u8(uint8_t(StoreOp::kSet)).str(key).bytes(value);
-    auto reply = roundtrip(StoreOp::kSet, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kSet, timeout_);
+    req.op(StoreOp::kSet, dialect_).key(kUserKeyPrefix + key).value(value);
+    std::lock_guard guard(mu_);
+    send_locked(StoreOp::kSet, req, deadline_after(timeout_));
   }
 
   Bytes get(const std::string& key) override {
-    auto wait_for = timeout_;
-    WireWriter req;
-    req.u8(uint8_t(StoreOp::kGet)).str(key).i64(wait_for.count());
-    auto reply = roundtrip(StoreOp::kGet, req, wait_for + kServerReplyGrace);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kGet, wait_for);
-    return r.bytes();
+    wait({key}, timeout_);
+    std::lock_guard guard(mu_);
+    return get_locked(kUserKeyPrefix + key);
   }
 
   int64_t add(const std::string& key, int64_t delta) override {
-    WireWriter req;
-    req.u8(uint8_t(StoreOp::kAdd)).str(key).i64(delta);
-    auto reply = roundtrip(StoreOp::kAdd, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kAdd, timeout_);
-    return r.i64();
+    std::lock_guard guard(mu_);
+    return add_locked(kUserKeyPrefix + key, delta);
   }
 
   Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override {
     WireWriter req;
-    req.u8(uint8_t(StoreOp::kCompareSet)).str(key).bytes(expected).bytes(desired);
-    auto reply = roundtrip(StoreOp::kCompareSet, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kCompareSet, timeout_);
-    return r.bytes();
+    req.op(StoreOp::kCompareSet, dialect_).key(kUserKeyPrefix + key).value(expected).value(desired);
+    std::lock_guard guard(mu_);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kCompareSet, req, deadline);
+    return read_value(StoreOp::kCompareSet, deadline);
   }
 
   bool delete_key(const std::string& key) override {
     WireWriter req;
-    req.u8(uint8_t(StoreOp::kDelete)).str(key);
-    auto reply = roundtrip(StoreOp::kDelete, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kDelete, timeout_);
-    return r.u8() != 0;
+    req.op(StoreOp::kDeleteKey, dialect_).key(kUserKeyPrefix + key);
+    std::lock_guard guard(mu_);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kDeleteKey, req, deadline);
+    return read_i64(StoreOp::kDeleteKey, deadline) > 0;
   }
 
   bool check(const std::vector<std::string>& keys) override {
-    WireWriter req;
-    req.u8(uint8_t(StoreOp::kCheck)).strs(keys);
-    auto reply = roundtrip(StoreOp::kCheck, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kCheck, timeout_);
-    return r.u8() != 0;
+    std::lock_guard guard(mu_);
+    return check_locked(prefixed(keys));
   }
 
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     if (keys.empty()) return;
+    auto wire_keys = prefixed(keys);
     WireWriter req;
-    req.u8(uint8_t(StoreOp::kWait)).strs(keys).i64(timeout.count());
-    auto reply = roundtrip(StoreOp::kWait, req, timeout + kServerReplyGrace);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kWait, timeout);
+    req.op(StoreOp::kWait, dialect_).keys(wire_keys);
+    std::lock_guard guard(mu_);
+    send_locked(StoreOp::kWait, req, deadline_after(timeout_));
+    uint8_t reply = 0;
+    IoResult io = recv_exact(fd_, &reply, 1, deadline_after(timeout));
+    if (io.status == IoStatus::kOk) {
+      if (reply != kStopWaiting) protocol_error(StoreOp::kWait, "reply " + std::to_string(reply));
+      return;
+    }
+    if (io.status != IoStatus::kTimeout) io_failed(StoreOp::kWait, io, timeout);
+    cancel_wait_locked();
+    // Name the keys still missing, asked one by one on the (clean) connection.
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!check_locked({wire_keys[i]})) missing.push_back(keys[i]);
+    }
+    if (missing.empty()) return;  // they arrived while we cancelled
+    throw_wait_timeout("TCPStore(" + endpoint() + ")", missing, timeout);
   }
 
   int64_t num_keys() override {
     WireWriter req;
-    req.u8(uint8_t(StoreOp::kNumKeys));
-    auto reply = roundtrip(StoreOp::kNumKeys, req, timeout_);
-    WireReader r(reply.data(), reply.size());
-    expect_ok(r, StoreOp::kNumKeys, timeout_);
-    return r.i64();
+    req.op(StoreOp::kNumKeys, dialect_);
+    std::lock_guard guard(mu_);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kNumKeys, req, deadline);
+    return read_i64(StoreOp::kNumKeys, deadline);
   }
 
-  // Counts this client in, and on the server side waits until `world_size` clients have.
+  // Counts this client in "init/" (as c10d's clients do when they know the world size), and on
+  // the server side waits until `world_size` clients have.
   void join(int world_size, bool wait_for_all) {
-    int64_t n = add(kJoinCounterKey, 1);
-    set(joined_key(n), Bytes{1});
-    if (!wait_for_all || world_size <= 0) return;
-    try {
-      wait({joined_key(world_size)}, timeout_);
-    } catch (const TimeoutError&) {
-      int64_t joined = add(kJoinCounterKey, 0);
-      throw TimeoutError("TCPStore: only " + std::to_string(joined) + " of " + std::to_string(world_size) +
-                         " clients joined " + endpoint() + " within " + std::to_string(timeout_.count()) + " ms");
+    if (world_size <= 0) return;
+    std::lock_guard guard(mu_);
+    int64_t joined = add_locked(kInitKey, 1);
+    if (!wait_for_all) return;
+    const auto deadline = deadline_after(timeout_);
+    auto pause = std::chrono::milliseconds(1);
+    while (joined < world_size) {
+      if (remaining(deadline).count() == 0) {
+        throw TimeoutError("TCPStore: only " + std::to_string(joined) + " of " + std::to_string(world_size) +
+                           " clients joined " + endpoint() + " within " + std::to_string(timeout_.count()) + " ms");
+      }
+      // c10d's server-side client polls the count too; a growing pause keeps that cheap.
+      std::this_thread::sleep_for(std::min(pause, remaining(deadline)));
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+      joined = add_locked(kInitKey, 0);
     }
   }
 
  private:
   std::string endpoint() const { return host_ + ":" + std::to_string(port_); }
 
-  // Sends one request and returns the reply payload. Any transport failure drops the connection
-  // (its state is unknown) and the next request reconnects.
-  std::vector<uint8_t> roundtrip(StoreOp op, WireWriter& req, std::chrono::milliseconds io_timeout) {
-    const auto& frame = req.frame();
-    std::lock_guard guard(mu_);
-    if (fd_ < 0) fd_ = connect_with_retry(host_, port_, timeout_);
-    const auto deadline = deadline_after(io_timeout);
-    IoResult io = send_all(fd_, frame.data(), frame.size(), deadline);
-    uint8_t header[kFrameHeaderBytes];
-    if (io.status == IoStatus::kOk) io = recv_exact(fd_, header, sizeof(header), deadline);
-    std::vector<uint8_t> payload;
-    if (io.status == IoStatus::kOk) {
-      uint32_t len = read_frame_length(header);
-      if (len > kMaxFrameBytes || len == 0) {
-        drop_connection();
-        throw PeerError("TCPStore: malformed reply from " + endpoint() + " to " + op_name(op), -1);
-      }
-      payload.resize(len);
-      io = recv_exact(fd_, payload.data(), len, deadline);
+  static std::vector<std::string> prefixed(const std::vector<std::string>& keys) {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(kUserKeyPrefix + k);
+    return out;
+  }
+
+  // Opens the connection and, the first time, finds the server's dialect.
+  void connect_locked() {
+    fd_ = connect_with_retry(host_, port_, timeout_);
+    if (protocol_ == Protocol::kLegacy || (protocol_ == Protocol::kAuto && dialect_known_ &&
+                                           dialect_ == Dialect::kLegacy)) {
+      dialect_ = Dialect::kLegacy;
+      dialect_known_ = true;
+      return;
     }
+    WireWriter hello;
+    hello.op(StoreOp::kValidate, Dialect::kValidated).u32(kValidationMagic);
+    if (protocol_ == Protocol::kValidated || dialect_known_) {
+      // Known (or forced) >= 2.1: just open the connection, as c10d's client does.
+      dialect_ = Dialect::kValidated;
+      dialect_known_ = true;
+      send_locked(StoreOp::kValidate, hello, deadline_after(timeout_));
+      return;
+    }
+    // Probe: VALIDATE + PING. The nonce's third byte is 0xff so that a legacy server, reading the
+    // bytes after its SET code as a u64 key length, sees >= 2^63 and hangs up (see the top).
+    std::random_device rd;
+    const uint32_t nonce = (rd() & 0xff00ffffu) | 0x00ff0000u;
+    hello.op(StoreOp::kPing, Dialect::kValidated).u32(nonce);
+    const auto deadline = deadline_after(std::min(timeout_, kReplyGrace));
+    IoResult io = send_all(fd_, hello.bytes().data(), hello.bytes().size(), deadline);
+    uint8_t echo[4];
+    if (io.status == IoStatus::kOk) io = recv_exact(fd_, echo, sizeof(echo), deadline);
+    if (io.status == IoStatus::kOk) {
+      WireReader r(echo, sizeof(echo));
+      if (r.u32() != nonce) {
+        drop_connection();
+        throw PeerError("TCPStore: " + endpoint() + " answered the handshake with a wrong ping: not a c10d TCPStore?",
+                        -1);
+      }
+      dialect_ = Dialect::kValidated;
+      dialect_known_ = true;
+      return;
+    }
+    drop_connection();
+    if (io.status == IoStatus::kTimeout) {
+      throw TimeoutError("TCPStore: " + endpoint() + " did not answer the c10d handshake within " +
+                         std::to_string(std::min(timeout_, kReplyGrace).count()) +
+                         " ms (not a TCPStore? set KOLO_STORE_PROTOCOL=torch1 or torch2 to skip the probe)");
+    }
+    // Hung up: a legacy (torch <= 2.0) server. Reconnect and speak its dialect.
+    dialect_ = Dialect::kLegacy;
+    dialect_known_ = true;
+    fd_ = connect_with_retry(host_, port_, timeout_);
+  }
+
+  // Sends one request; reconnects first if an earlier failure dropped the connection.
+  void send_locked(StoreOp op, const WireWriter& req, Clock::time_point deadline) {
+    if (fd_ < 0) connect_locked();
+    IoResult io = send_all(fd_, req.bytes().data(), req.bytes().size(), deadline);
+    if (io.status != IoStatus::kOk) io_failed(op, io, remaining(deadline));
+  }
+
+  Bytes get_locked(const std::string& wire_key) {
+    WireWriter req;
+    req.op(StoreOp::kGet, dialect_).key(wire_key);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kGet, req, deadline);
+    return read_value(StoreOp::kGet, deadline);
+  }
+
+  int64_t add_locked(const std::string& wire_key, int64_t delta) {
+    WireWriter req;
+    req.op(StoreOp::kAdd, dialect_).key(wire_key).i64(delta);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kAdd, req, deadline);
+    uint8_t raw[8];
+    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline);
+    if (io.status == IoStatus::kClosed) {
+      drop_connection();
+      // c10d servers hang up on an add to a value that is not a decimal integer. Tell that from a
+      // vanished server by reading the value (parse_counter throws the InvalidArgument).
+      const std::string user_key = wire_key.substr(wire_key.rfind(kUserKeyPrefix, 0) == 0 ? 1 : 0);
+      Bytes value;
+      try {
+        if (check_locked({wire_key})) value = get_locked(wire_key);
+      } catch (const Error&) {
+        io_failed(StoreOp::kAdd, io, timeout_);
+      }
+      parse_counter(user_key, value);
+      io_failed(StoreOp::kAdd, io, timeout_);
+    }
+    if (io.status != IoStatus::kOk) io_failed(StoreOp::kAdd, io, timeout_);
+    WireReader r(raw, sizeof(raw));
+    return r.i64();
+  }
+
+  bool check_locked(const std::vector<std::string>& wire_keys) {
+    WireWriter req;
+    req.op(StoreOp::kCheck, dialect_).keys(wire_keys);
+    const auto deadline = deadline_after(timeout_);
+    send_locked(StoreOp::kCheck, req, deadline);
+    uint8_t reply = 0;
+    IoResult io = recv_exact(fd_, &reply, 1, deadline);
+    if (io.status != IoStatus::kOk) io_failed(StoreOp::kCheck, io, timeout_);
+    if (reply != kCheckReady && reply != kCheckNotReady) protocol_error(StoreOp::kCheck, "reply " + std::to_string(reply));
+    return reply == kCheckReady;
+  }
+
+  // A WAIT timed out. The server still has it parked: cancel it where the dialect can (the
+  // answer may be preceded by a STOP_WAITING that crossed our cancel), else start afresh.
+  void cancel_wait_locked() {
+    if (dialect_ != Dialect::kValidated) {
+      drop_connection();  // torch 1.13 has no CANCEL_WAIT; a new connection forgets the WAIT
+      return;
+    }
+    WireWriter req;
+    req.op(StoreOp::kCancelWait, dialect_);
+    const auto deadline = deadline_after(kReplyGrace);
+    send_locked(StoreOp::kCancelWait, req, deadline);
+    for (int replies = 0; replies < 2; ++replies) {
+      uint8_t reply = 0;
+      IoResult io = recv_exact(fd_, &reply, 1, deadline);
+      if (io.status != IoStatus::kOk) io_failed(StoreOp::kCancelWait, io, kReplyGrace);
+      if (reply == kWaitCanceled) return;
+      if (reply != kStopWaiting) break;
+    }
+    protocol_error(StoreOp::kCancelWait, "no WAIT_CANCELED");
+  }
+
+  int64_t read_i64(StoreOp op, Clock::time_point deadline) {
+    uint8_t raw[8];
+    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline);
+    if (io.status != IoStatus::kOk) io_failed(op, io, timeout_);
+    WireReader r(raw, sizeof(raw));
+    return r.i64();
+  }
+
+  Bytes read_value(StoreOp op, Clock::time_point deadline) {
+    uint64_t size = static_cast<uint64_t>(read_i64(op, deadline));
+    if (size > kMaxValueBytes) protocol_error(op, "a value of " + std::to_string(size) + " bytes");
+    Bytes out(size);
+    IoResult io = recv_exact(fd_, out.data(), out.size(), deadline);
+    if (io.status != IoStatus::kOk) io_failed(op, io, timeout_);
+    return out;
+  }
+
+  [[noreturn]] void protocol_error(StoreOp op, const std::string& what) {
+    drop_connection();
+    throw PeerError("TCPStore: malformed reply from " + endpoint() + " to " + op_name(op) + ": " + what, -1);
+  }
+
+  // Any transport failure drops the connection (its state is unknown); the next request reconnects.
+  [[noreturn]] void io_failed(StoreOp op, IoResult io, std::chrono::milliseconds waited) {
+    drop_connection();
     switch (io.status) {
-      case IoStatus::kOk: return payload;
       case IoStatus::kTimeout:
-        drop_connection();
         throw TimeoutError("TCPStore: no reply from " + endpoint() + " to " + op_name(op) + " within " +
-                           std::to_string(io_timeout.count()) + " ms");
+                           std::to_string(waited.count()) + " ms");
       case IoStatus::kClosed:
-        drop_connection();
         throw PeerError("TCPStore: connection to " + endpoint() + " closed during " + op_name(op) +
                             (io.err ? ": " + errno_text(io.err) : std::string(" (server gone?)")),
                         -1);
-      case IoStatus::kError: break;
+      default:
+        throw PeerError("TCPStore: " + std::string(op_name(op)) + " to " + endpoint() + " failed: " + errno_text(io.err),
+                        -1);
     }
-    drop_connection();
-    throw PeerError("TCPStore: " + std::string(op_name(op)) + " to " + endpoint() + " failed: " + errno_text(io.err), -1);
   }
 
   void drop_connection() {
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-  }
-
-  // Reads the reply status; turns TIMEOUT and INVALID replies into the matching exceptions.
-  void expect_ok(WireReader& r, StoreOp op, std::chrono::milliseconds wait_timeout) {
-    try {
-      auto status = static_cast<ReplyStatus>(r.u8());
-      switch (status) {
-        case ReplyStatus::kOk: return;
-        case ReplyStatus::kTimeout:
-          throw_wait_timeout("TCPStore(" + endpoint() + ")", r.strs(), wait_timeout);
-        case ReplyStatus::kInvalidArgument: throw InvalidArgument(r.str());
-      }
-    } catch (const TimeoutError&) {
-      throw;
-    } catch (const InvalidArgument&) {
-      throw;
-    } catch (const Error& e) {
-      throw PeerError("TCPStore: malformed reply from " + endpoint() + " to " + op_name(op) + ": " + e.what(), -1);
-    }
-    throw PeerError("TCPStore: unknown reply status from " + endpoint() + " to " + op_name(op), -1);
   }
 
   std::unique_ptr<TcpStoreServerCore> server_;  // declared first: destroyed after the client
   std::mutex mu_;  // one request at a time on the connection
   std::string host_;
   uint16_t port_;
+  Protocol protocol_;
+  Dialect dialect_ = Dialect::kValidated;
+  bool dialect_known_ = false;
   int fd_ = -1;
 };
 
@@ -218,7 +348,7 @@ std::shared_ptr<TCPStore> TCPStore::create(const Options& opts) {
     server = TcpStoreServerCore::start(opts.host, opts.port);
     port = server->port();
   }
-  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, std::move(server));
+  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, opts.protocol, std::move(server));
   client->join(opts.world_size, opts.is_server);
   return client;
 }

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <deque>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,25 +27,23 @@ namespace kolo::store_detail {
 
 namespace {
 
+// What a connection has shown of itself: c10d's clients of torch >= 2.1 open with VALIDATE + the
+// magic number; older ones (torch 1.13, 2.0) send requests at once, in the legacy numbering.
+enum class Hello : uint8_t { kUnknown, kLegacy, kValidated };
+
 struct Connection {
   std::vector<uint8_t> in;   // bytes received and not yet parsed into requests
   std::vector<uint8_t> out;  // replies not yet written
   size_t out_sent = 0;
   bool watching_writable = false;
+  Hello hello = Hello::kUnknown;
+  Dialect dialect() const { return hello == Hello::kValidated ? Dialect::kValidated : Dialect::kLegacy; }
 };
 
-// A GET or WAIT whose keys were missing: answered later, by key_changed() or expire().
-struct Parked {
-  StoreOp op;
-  std::vector<std::string> keys;
-  Clock::time_point deadline;
+// A request that cannot be parsed (an unknown op, a length beyond its bound) ends the connection.
+struct Garbage {
+  std::string why;
 };
-
-bool is_internal_key(const std::string& key) { return key.rfind(kInternalKeyPrefix, 0) == 0; }
-
-void expect_end(const WireReader& r) {
-  if (!r.done()) throw Error("TCPStore: malformed request (trailing bytes)");
-}
 
 }  // namespace
 
@@ -56,13 +56,15 @@ struct TcpStoreServerCore::Loop {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> parked_count{0};
   std::atomic<uint64_t> connection_count{0};
+  std::atomic<uint64_t> dropped_count{0};
   std::thread thread;
 
   std::unordered_map<int, Connection> conns;
   std::unordered_map<std::string, Bytes> data;
-  std::unordered_map<int, Parked> parked;                             // by connection
+  std::unordered_map<std::string, std::deque<Bytes>> queues;
+  std::unordered_map<int, std::vector<std::string>> parked;             // a WAIT's keys, by connection
   std::unordered_map<std::string, std::unordered_set<int>> waiting_on;  // key -> parked connections
-  std::vector<int> runnable;  // connections whose parked request was answered: resume their input
+  std::vector<int> runnable;  // connections whose WAIT was answered: resume their input
 
   ~Loop() {
     if (thread.joinable()) {
@@ -101,7 +103,9 @@ struct TcpStoreServerCore::Loop {
   void serve() {
     epoll_event events[64];
     while (!stopping) {
-      int n = ::epoll_wait(epoll_fd, events, 64, next_wakeup_ms());
+      // c10d's WAIT has no server-side deadline (clients time out and cancel), so nothing here
+      // needs a timer: sleep until a socket or the destructor says something.
+      int n = ::epoll_wait(epoll_fd, events, 64, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         throw Error("epoll_wait failed: " + errno_text(errno));
@@ -116,23 +120,17 @@ struct TcpStoreServerCore::Loop {
         }
         if (conns.count(fd) == 0) continue;
         if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-          if (!read_available(fd)) continue;  // closed
-          process_input(fd);
+          bool open = read_available(fd);
+          // A client may send its last requests and hang up at once (c10d's SET has no reply):
+          // serve what arrived before closing.
+          if (conns.count(fd)) process_input(fd);
+          if (!open && conns.count(fd)) close_connection(fd);
         } else if (ev & EPOLLOUT) {
           flush(fd);
         }
       }
-      expire_parked();
       drain_runnable();
     }
-  }
-
-  // epoll_wait's timeout: until the earliest parked deadline, or forever when nothing is parked.
-  int next_wakeup_ms() const {
-    if (parked.empty()) return -1;
-    auto earliest = Clock::time_point::max();
-    for (const auto& [fd, p] : parked) earliest = std::min(earliest, p.deadline);
-    return static_cast<int>(std::min<int64_t>(remaining(earliest).count(), 1 << 30));
   }
 
   void accept_all() {
@@ -162,7 +160,9 @@ struct TcpStoreServerCore::Loop {
     --connection_count;
   }
 
-  // Reads everything the socket has; false (connection closed) on EOF or error.
+  // Reads everything the socket has; false on EOF or error (the caller closes the connection
+  // after serving what arrived). A connection whose unparsed input outgrows the largest possible
+  // request is dropped at once: memory stays bounded.
   bool read_available(int fd) {
     Connection& c = conns.at(fd);
     uint8_t buf[65536];
@@ -170,152 +170,238 @@ struct TcpStoreServerCore::Loop {
       ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
       if (n > 0) {
         c.in.insert(c.in.end(), buf, buf + n);
+        if (c.in.size() > kMaxValueBytes + 2 * kMaxKeyBytes + 64) {
+          drop(fd, "more unparsed input than any request can hold");
+          return false;
+        }
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      close_connection(fd);
       return false;
     }
   }
 
-  // Handles every complete request buffered on fd, stopping while one is parked, then writes
-  // the replies.
+  void drop(int fd, const std::string& why) {
+    ++dropped_count;
+    // Rate-limited: a port scanner must not flood the log.
+    if (dropped_count <= 10) {
+      std::fprintf(stderr, "kolo TCPStore server on port %u: dropped a client: %s\n", unsigned(port), why.c_str());
+    }
+    close_connection(fd);
+  }
+
+  // Handles every complete request buffered on fd, then writes the replies. While a WAIT is
+  // parked only CANCEL_WAIT is taken (c10d clients send nothing else meanwhile); later requests
+  // stay buffered, in order.
   void process_input(int fd) {
     Connection& c = conns.at(fd);
     size_t pos = 0;
     try {
-      while (parked.count(fd) == 0 && c.in.size() - pos >= kFrameHeaderBytes) {
-        uint32_t len = read_frame_length(c.in.data() + pos);
-        if (len > kMaxFrameBytes) throw Error("TCPStore: request frame too large");
-        if (c.in.size() - pos - kFrameHeaderBytes < len) break;
-        handle_request(fd, c, c.in.data() + pos + kFrameHeaderBytes, len);
-        pos += kFrameHeaderBytes + len;
+      if (c.hello == Hello::kUnknown && !read_hello(c, pos)) return;
+      while (pos < c.in.size()) {
+        WireReader r(c.in.data() + pos, c.in.size() - pos);
+        try {
+          if (!handle_one(fd, c, r)) break;
+        } catch (const WireReader::NeedMore&) {
+          break;
+        }
+        pos += r.consumed();
       }
-    } catch (const Error&) {
-      // A client speaking garbage cannot be answered meaningfully; drop it.
-      close_connection(fd);
+    } catch (const std::exception& e) {
+      drop(fd, e.what());
       return;
     }
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(pos));
     flush(fd);
   }
 
-  void reply(Connection& c, WireWriter& w) {
-    const auto& frame = w.frame();
-    c.out.insert(c.out.end(), frame.begin(), frame.end());
+  // Tells the dialect from a connection's first bytes. VALIDATE (0) + magic opens a torch >= 2.1
+  // connection; anything else is a legacy request (a legacy SET is also 0, but its u64 key
+  // length would need the magic in its low half: a 1 GiB key, which no client sends). False
+  // while too few bytes have arrived to tell.
+  bool read_hello(Connection& c, size_t& pos) {
+    if (c.in.empty()) return false;
+    if (c.in[0] != 0) {
+      c.hello = Hello::kLegacy;
+      return true;
+    }
+    if (c.in.size() < 5) return false;
+    WireReader r(c.in.data() + 1, 4);
+    if (r.u32() == kValidationMagic) {
+      c.hello = Hello::kValidated;
+      pos = 5;
+    } else {
+      c.hello = Hello::kLegacy;
+    }
+    return true;
   }
 
-  void handle_request(int fd, Connection& c, const uint8_t* payload, size_t len) {
-    WireReader r(payload, len);
-    auto op = static_cast<StoreOp>(r.u8());
-    ++requests;
+  // Parses and serves one request. Returns false when it must stay buffered (a WAIT is parked
+  // and this is not its CANCEL_WAIT). Throws NeedMore when incomplete, Error on garbage.
+  bool handle_one(int fd, Connection& c, WireReader& r) {
+    uint8_t code = r.u8();
+    auto op = decode_op(code, c.dialect());
+    if (!op || *op == StoreOp::kWatchKey) {
+      throw Error("unknown or unsupported request code " + std::to_string(code) + " (" + dialect_name(c.dialect()) +
+                  " numbering)");
+    }
+    if (parked.count(fd) && *op != StoreOp::kCancelWait) return false;
     WireWriter w;
+    serve_request(fd, *op, r, w);
+    ++requests;
+    c.out.insert(c.out.end(), w.bytes().begin(), w.bytes().end());
+    return true;
+  }
+
+  // Reads op's fields (all of them before changing anything, so that NeedMore leaves no trace)
+  // and writes its reply into w.
+  void serve_request(int fd, StoreOp op, WireReader& r, WireWriter& w) {
     switch (op) {
+      case StoreOp::kValidate:
+        if (r.u32() != kValidationMagic) throw Error("VALIDATE with a wrong magic number");
+        return;
+      case StoreOp::kPing:
+        w.u32(r.u32());
+        return;
       case StoreOp::kSet: {
-        std::string key = r.str();
-        Bytes value = r.bytes();
-        expect_end(r);
+        std::string key = r.key();
+        Bytes value = r.value();
         data[key] = std::move(value);
-        w.u8(uint8_t(ReplyStatus::kOk));
-        reply(c, w);
-        key_changed(key);
-        return;
-      }
-      case StoreOp::kGet: {
-        std::string key = r.str();
-        int64_t timeout_ms = r.i64();
-        expect_end(r);
-        auto it = data.find(key);
-        if (it == data.end()) return park(fd, op, {key}, timeout_ms);
-        w.u8(uint8_t(ReplyStatus::kOk)).bytes(it->second);
-        return reply(c, w);
-      }
-      case StoreOp::kAdd: {
-        std::string key = r.str();
-        int64_t delta = r.i64();
-        expect_end(r);
-        auto it = data.find(key);
-        int64_t value = 0;
-        try {
-          value = (it == data.end() ? 0 : parse_counter(key, it->second)) + delta;
-        } catch (const InvalidArgument& e) {
-          w.u8(uint8_t(ReplyStatus::kInvalidArgument)).str(e.what());
-          return reply(c, w);
-        }
-        data[key] = format_counter(value);
-        w.u8(uint8_t(ReplyStatus::kOk)).i64(value);
-        reply(c, w);
-        key_changed(key);
-        return;
+        return key_changed(key);
       }
       case StoreOp::kCompareSet: {
-        std::string key = r.str();
-        Bytes expected = r.bytes();
-        Bytes desired = r.bytes();
-        expect_end(r);
+        std::string key = r.key();
+        Bytes expected = r.value();
+        Bytes desired = r.value();
         auto it = data.find(key);
         std::optional<Bytes> current;
         if (it != data.end()) current = it->second;
         if (auto to_store = compare_set_decision(current, expected, desired)) {
           data[key] = *to_store;
-          w.u8(uint8_t(ReplyStatus::kOk)).bytes(*to_store);
-          reply(c, w);
-          key_changed(key);
-          return;
+          w.value(*to_store);
+          return key_changed(key);
         }
-        w.u8(uint8_t(ReplyStatus::kOk)).bytes(current ? *current : Bytes{});
-        return reply(c, w);
+        w.value(current ? *current : Bytes{});
+        return;
       }
-      case StoreOp::kDelete: {
-        std::string key = r.str();
-        expect_end(r);
-        w.u8(uint8_t(ReplyStatus::kOk)).u8(data.erase(key) ? 1 : 0);
-        return reply(c, w);
+      case StoreOp::kGet: {
+        std::string key = r.key();
+        auto it = data.find(key);
+        w.value(it == data.end() ? Bytes{} : it->second);  // as c10d's libuv server: clients WAIT first
+        return;
+      }
+      case StoreOp::kAdd: {
+        std::string key = r.key();
+        int64_t delta = r.i64();
+        auto it = data.find(key);
+        // A non-integer value throws InvalidArgument and ends the connection, as in c10d.
+        int64_t value = (it == data.end() ? 0 : parse_counter(key, it->second)) + delta;
+        data[key] = format_counter(value);
+        w.i64(value);
+        return key_changed(key);
       }
       case StoreOp::kCheck: {
-        auto keys = r.strs();
-        expect_end(r);
-        w.u8(uint8_t(ReplyStatus::kOk)).u8(missing(keys).empty() ? 1 : 0);
-        return reply(c, w);
+        auto keys = r.keys();
+        w.u8(missing(keys).empty() ? kCheckReady : kCheckNotReady);
+        return;
       }
       case StoreOp::kWait: {
-        auto keys = r.strs();
-        int64_t timeout_ms = r.i64();
-        expect_end(r);
-        if (!missing(keys).empty()) return park(fd, op, std::move(keys), timeout_ms);
-        w.u8(uint8_t(ReplyStatus::kOk));
-        return reply(c, w);
+        auto keys = r.keys();
+        if (missing(keys).empty()) {
+          w.u8(kStopWaiting);
+          return;
+        }
+        return park(fd, std::move(keys));
       }
-      case StoreOp::kNumKeys: {
-        expect_end(r);
-        int64_t count = 0;
-        for (const auto& [key, value] : data) count += is_internal_key(key) ? 0 : 1;
-        w.u8(uint8_t(ReplyStatus::kOk)).i64(count);
-        return reply(c, w);
+      case StoreOp::kCancelWait:
+        if (parked.count(fd)) unpark(fd);
+        w.u8(kWaitCanceled);
+        return;
+      case StoreOp::kNumKeys:
+        w.i64(static_cast<int64_t>(data.size()));
+        return;
+      case StoreOp::kDeleteKey:
+        w.i64(static_cast<int64_t>(data.erase(r.key())));
+        return;
+      case StoreOp::kAppend: {
+        std::string key = r.key();
+        Bytes value = r.value();
+        Bytes& stored = data[key];
+        if (stored.size() + value.size() > kMaxValueBytes) throw Error("APPEND beyond the value size limit");
+        stored.insert(stored.end(), value.begin(), value.end());
+        return key_changed(key);
       }
+      case StoreOp::kMultiGet: {
+        for (const auto& key : r.keys()) {
+          auto it = data.find(key);
+          w.value(it == data.end() ? Bytes{} : it->second);
+        }
+        return;
+      }
+      case StoreOp::kMultiSet: {
+        uint64_t count = r.u64();
+        if (count > kMaxKeyCount) throw Error("MULTI_SET of " + std::to_string(count) + " keys");
+        std::vector<std::pair<std::string, Bytes>> pairs;
+        for (uint64_t i = 0; i < count; ++i) {
+          std::string key = r.key();
+          pairs.emplace_back(std::move(key), r.value());
+        }
+        for (auto& [key, value] : pairs) {
+          data[key] = std::move(value);
+          key_changed(key);
+        }
+        return;
+      }
+      case StoreOp::kQueuePush: {
+        std::string key = r.key();
+        queues[key].push_back(r.value());
+        return key_changed(key);
+      }
+      case StoreOp::kQueuePop: {
+        auto it = queues.find(r.key());
+        w.i64(it == queues.end() ? 0 : static_cast<int64_t>(it->second.size()));
+        if (it != queues.end() && !it->second.empty()) {
+          w.value(it->second.front());
+          it->second.pop_front();
+          if (it->second.empty()) queues.erase(it);
+        }
+        return;
+      }
+      case StoreOp::kQueueLen: {
+        auto it = queues.find(r.key());
+        w.i64(it == queues.end() ? 0 : static_cast<int64_t>(it->second.size()));
+        return;
+      }
+      case StoreOp::kWatchKey: break;
     }
-    throw Error("TCPStore: unknown request op " + std::to_string(int(op)));
+    throw Error(std::string("unsupported request ") + op_name(op));
+  }
+
+  // A key "exists" for CHECK and WAIT when it holds a value or a non-empty queue (as in c10d).
+  bool present(const std::string& key) const {
+    if (data.count(key)) return true;
+    auto q = queues.find(key);
+    return q != queues.end() && !q->second.empty();
   }
 
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
     std::vector<std::string> out;
     for (const auto& key : keys) {
-      if (data.count(key) == 0) out.push_back(key);
+      if (!present(key)) out.push_back(key);
     }
     return out;
   }
 
-  void park(int fd, StoreOp op, std::vector<std::string> keys, int64_t timeout_ms) {
-    auto deadline = deadline_after(std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));
+  void park(int fd, std::vector<std::string> keys) {
     for (const auto& key : missing(keys)) waiting_on[key].insert(fd);
-    parked[fd] = Parked{op, std::move(keys), deadline};
+    parked[fd] = std::move(keys);
     ++parked_count;
   }
 
   void unpark(int fd) {
     auto it = parked.find(fd);
-    for (const auto& key : it->second.keys) {
+    for (const auto& key : it->second) {
       auto w = waiting_on.find(key);
       if (w == waiting_on.end()) continue;
       w->second.erase(fd);
@@ -325,7 +411,7 @@ struct TcpStoreServerCore::Loop {
     --parked_count;
   }
 
-  // A key was created or overwritten: answer the parked requests it completes.
+  // A key was created or changed: answer the parked WAITs it completes.
   void key_changed(const std::string& key) {
     auto it = waiting_on.find(key);
     if (it == waiting_on.end()) return;
@@ -337,40 +423,15 @@ struct TcpStoreServerCore::Loop {
   void try_complete(int fd) {
     auto it = parked.find(fd);
     if (it == parked.end()) return;
-    Parked& p = it->second;
-    auto still_missing = missing(p.keys);
+    auto still_missing = missing(it->second);
     if (!still_missing.empty()) {
-      // Keys may have been deleted since the request was parked; watch whatever is missing now.
+      // Keys may have been deleted since the WAIT was parked; watch whatever is missing now.
       for (const auto& key : still_missing) waiting_on[key].insert(fd);
       return;
     }
-    WireWriter w;
-    w.u8(uint8_t(ReplyStatus::kOk));
-    if (p.op == StoreOp::kGet) w.bytes(data.at(p.keys.front()));
-    reply(conns.at(fd), w);
+    conns.at(fd).out.push_back(kStopWaiting);
     unpark(fd);
     runnable.push_back(fd);
-  }
-
-  void expire_parked() {
-    if (parked.empty()) return;
-    auto now = Clock::now();
-    std::vector<int> expired;
-    for (const auto& [fd, p] : parked) {
-      if (p.deadline <= now) expired.push_back(fd);
-    }
-    for (int fd : expired) {
-      auto keys = missing(parked.at(fd).keys);
-      if (keys.empty()) {
-        try_complete(fd);
-        continue;
-      }
-      WireWriter w;
-      w.u8(uint8_t(ReplyStatus::kTimeout)).strs(keys);
-      reply(conns.at(fd), w);
-      unpark(fd);
-      runnable.push_back(fd);
-    }
   }
 
   void drain_runnable() {
@@ -434,5 +495,6 @@ uint16_t TcpStoreServerCore::port() const { return loop_->port; }
 uint64_t TcpStoreServerCore::requests_handled() const { return loop_->requests; }
 uint64_t TcpStoreServerCore::parked_requests() const { return loop_->parked_count; }
 uint64_t TcpStoreServerCore::open_connections() const { return loop_->connection_count; }
+uint64_t TcpStoreServerCore::dropped_connections() const { return loop_->dropped_count; }
 
 }  // namespace kolo::store_detail

@@ -1,6 +1,7 @@
 // The TCPStore server: one thread runs an epoll loop over non-blocking sockets and serves every
-// client. GET/WAIT for missing keys are parked (no polling by anyone) and answered as soon as a
-// SET/ADD/COMPARE_SET creates the keys, or with TIMEOUT when the client's deadline passes.
+// client in c10d's protocol (either dialect, told per connection: see tcp_store_wire.hpp). A WAIT
+// for missing keys is parked (no polling by anyone) and answered as soon as a request creates the
+// keys, or cancelled by the client's CANCEL_WAIT or its disconnect.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,7 @@ class TcpStoreServerCore {
   uint64_t requests_handled() const;
   uint64_t parked_requests() const;
   uint64_t open_connections() const;
+  uint64_t dropped_connections() const;  // ended for garbage
 
   struct Loop;
 

@@ -17,10 +17,11 @@ namespace {
 using namespace store_test;
 using store_detail::TcpStoreServerCore;
 
-std::shared_ptr<TCPStore> client_of(uint16_t port, Ms timeout = Ms(5000)) {
+std::shared_ptr<TCPStore> client_of(uint16_t port, Ms timeout = Ms(5000), int world_size = -1) {
   TCPStore::Options opts;
   opts.port = port;
   opts.timeout = timeout;
+  opts.world_size = world_size;
   return TCPStore::create(opts);
 }
 
@@ -127,14 +128,18 @@ TEST(TcpStore, ServerCreationWaitsForWorldSizeClients) {
   opts.world_size = 3;
   opts.timeout = Ms(5000);
   auto server = std::async(std::launch::async, [&] { return TCPStore::create(opts); });
-  auto first = client_of(opts.port);
+  // As with c10d, the clients that count are those told the world size.
+  auto first = client_of(opts.port, Ms(5000), 3);
+  auto bystander = client_of(opts.port);
   EXPECT_EQ(server.wait_for(Ms(200)), std::future_status::timeout) << "returned with 2 of 3 clients";
-  auto second = client_of(opts.port);
+  auto second = client_of(opts.port, Ms(5000), 3);
   ASSERT_EQ(server.wait_for(Ms(3000)), std::future_status::ready);
   auto store = server.get();
   store->set("k", std::string("v"));
   EXPECT_EQ(second->get_string("k"), "v");
-  EXPECT_EQ(store->num_keys(), 1) << "joining bookkeeping must not show up as keys";
+  // c10d counts every key, its "init/" joining counter included (torch's clients expect that).
+  EXPECT_EQ(store->num_keys(), 2);
+  EXPECT_EQ(second->get_string("k"), "v");
 }
 
 TEST(TcpStore, ServerCreationTimesOutWhenClientsAreMissing) {
@@ -144,7 +149,7 @@ TEST(TcpStore, ServerCreationTimesOutWhenClientsAreMissing) {
   opts.world_size = 3;
   opts.timeout = Ms(300);
   auto server = std::async(std::launch::async, [&] { return TCPStore::create(opts); });
-  auto lone = client_of(opts.port);
+  auto lone = client_of(opts.port, Ms(5000), 3);
   Stopwatch clock;
   try {
     server.get();
