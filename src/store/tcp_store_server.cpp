@@ -191,9 +191,9 @@ struct TcpStoreServerCore::Loop {
     close_connection(fd);
   }
 
-  // Handles every complete request buffered on fd, then writes the replies. While a WAIT is
-  // parked only CANCEL_WAIT is taken (c10d clients send nothing else meanwhile); later requests
-  // stay buffered, in order.
+  // Handles every complete request buffered on fd, then writes the replies. As in c10d's
+  // servers, a parked WAIT does not hold back later requests: torch 1.13's client gives up on a
+  // WAIT by its own socket timeout and goes on with the next request on the same connection.
   void process_input(int fd) {
     Connection& c = conns.at(fd);
     size_t pos = 0;
@@ -237,8 +237,7 @@ struct TcpStoreServerCore::Loop {
     return true;
   }
 
-  // Parses and serves one request. Returns false when it must stay buffered (a WAIT is parked
-  // and this is not its CANCEL_WAIT). Throws NeedMore when incomplete, Error on garbage.
+  // Parses and serves one request. Throws NeedMore when incomplete, Error on garbage.
   bool handle_one(int fd, Connection& c, WireReader& r) {
     uint8_t code = r.u8();
     auto op = decode_op(code, c.dialect());
@@ -246,7 +245,6 @@ struct TcpStoreServerCore::Loop {
       throw Error("unknown or unsupported request code " + std::to_string(code) + " (" + dialect_name(c.dialect()) +
                   " numbering)");
     }
-    if (parked.count(fd) && *op != StoreOp::kCancelWait) return false;
     WireWriter w;
     serve_request(fd, *op, r, w);
     ++requests;
@@ -393,7 +391,10 @@ struct TcpStoreServerCore::Loop {
     return out;
   }
 
+  // One WAIT per connection: a new one replaces a WAIT its client abandoned (torch 1.13), so
+  // that no late STOP_WAITING answers a later request.
   void park(int fd, std::vector<std::string> keys) {
+    if (parked.count(fd)) unpark(fd);
     for (const auto& key : missing(keys)) waiting_on[key].insert(fd);
     parked[fd] = std::move(keys);
     ++parked_count;

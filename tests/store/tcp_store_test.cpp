@@ -2,7 +2,9 @@
 // server, unreachable servers, world_size joining, forked clients, a vanished server, and a
 // client sending garbage.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <future>
 
@@ -221,6 +223,119 @@ TEST(TcpStore, GarbageFromOneClientDoesNotDisturbOthers) {
 
   EXPECT_EQ(good->get_string("k"), "v");
   EXPECT_TRUE(eventually([&] { return server->open_connections() == 1; }));
+}
+
+// Raw bytes in, raw bytes out: the wire format pinned against c10d's layout, written by hand
+// rather than by kolo's own encoder.
+namespace raw {
+void put_u64(std::string& s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
+}
+void put_str(std::string& s, const std::string& v) {
+  put_u64(s, v.size());
+  s += v;
+}
+int connect_to(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  return fd;
+}
+std::string read_n(int fd, size_t n) {
+  std::string out;
+  while (out.size() < n) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 3000) != 1) break;
+    char buf[256];
+    ssize_t got = ::recv(fd, buf, std::min(sizeof(buf), n - out.size()), 0);
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  return out;
+}
+}  // namespace raw
+
+TEST(TcpStore, ServerSpeaksTorch2DialectByteForByte) {
+  auto server = TcpStoreServerCore::start("127.0.0.1", 0);
+  int fd = raw::connect_to(server->port());
+  ASSERT_GE(fd, 0);
+  std::string req;
+  req += '\x00';
+  req += std::string("\xCE\xF7\x85\x3C", 4);  // VALIDATE 0x3C85F7CE
+  req += '\x01';                              // SET
+  raw::put_str(req, "/abc");
+  raw::put_str(req, "xyz");
+  req += '\x0D';  // PING
+  req += std::string("\x11\x22\x33\x44", 4);
+  req += '\x03';  // GET
+  raw::put_str(req, "/abc");
+  req += '\x04';  // ADD
+  raw::put_str(req, "/n");
+  raw::put_u64(req, 5);
+  req += '\x05';  // CHECK
+  raw::put_u64(req, 1);
+  raw::put_str(req, "/missing");
+  req += '\x07';  // GETNUMKEYS
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+  std::string want = "\x11\x22\x33\x44";
+  raw::put_str(want, "xyz");
+  raw::put_u64(want, 5);
+  want += '\x01';  // NOT_READY
+  raw::put_u64(want, 2);
+  EXPECT_EQ(raw::read_n(fd, want.size()), want);
+  ::close(fd);
+  // A kolo client reads what the raw one wrote: same key space, "/" prefix and all.
+  EXPECT_EQ(client_of(server->port())->get_string("abc"), "xyz");
+}
+
+TEST(TcpStore, ServerSpeaksTorch1DialectByteForByte) {
+  auto server = TcpStoreServerCore::start("127.0.0.1", 0);
+  int fd = raw::connect_to(server->port());
+  ASSERT_GE(fd, 0);
+  std::string req;
+  req += '\x00';  // SET, no handshake
+  raw::put_str(req, "/abc");
+  raw::put_str(req, "xyz");
+  req += '\x05';  // WAIT
+  raw::put_u64(req, 1);
+  raw::put_str(req, "/abc");
+  req += '\x02';  // GET
+  raw::put_str(req, "/abc");
+  req += '\x08';  // DELETE_KEY
+  raw::put_str(req, "/abc");
+  req += '\x06';  // GETNUMKEYS
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+  std::string want;
+  want += '\x00';  // STOP_WAITING
+  raw::put_str(want, "xyz");
+  raw::put_u64(want, 1);
+  raw::put_u64(want, 0);
+  EXPECT_EQ(raw::read_n(fd, want.size()), want);
+  ::close(fd);
+}
+
+TEST(TcpStore, ForcedLegacyClientWorksAndCancelledWaitsLeaveNoStrayReplies) {
+  auto server = TcpStoreServerCore::start("127.0.0.1", 0);
+  TCPStore::Options opts;
+  opts.port = server->port();
+  opts.timeout = Ms(5000);
+  opts.protocol = TCPStore::Protocol::kLegacy;
+  auto legacy = TCPStore::create(opts);
+  EXPECT_EQ(legacy->protocol_name(), "torch<=2.0");
+  auto modern = client_of(server->port());
+  EXPECT_EQ(modern->protocol_name(), "torch>=2.1");
+  EXPECT_THROW(legacy->wait({"late"}, Ms(100)), TimeoutError);
+  EXPECT_THROW(modern->wait({"late"}, Ms(100)), TimeoutError);
+  modern->set("late", std::string("now"));  // would wake an abandoned WAIT, if one were left
+  legacy->set("k", std::string("v"));
+  EXPECT_EQ(legacy->get_string("k"), "v");
+  EXPECT_EQ(modern->get_string("k"), "v");
+  EXPECT_EQ(legacy->add("n", 3), 3);
+  EXPECT_EQ(modern->add("n", 3), 6);
+  EXPECT_TRUE(eventually([&] { return server->parked_requests() == 0; }));
 }
 
 TEST(TcpStore, StandaloneServerReportsItsEphemeralPort) {
