@@ -95,11 +95,15 @@ struct LaunchEnv {
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;
   std::string source;  // "torchrun", "openmpi", "slurm" or "default"
+  // torchrun's agent already hosts a c10d TCPStore at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE): every rank joins it as a client, under store_prefix.
+  bool agent_store = false;
+  std::string store_prefix;  // "kolo/attempt_<TORCHELASTIC_RESTART_COUNT>" with the agent store
 };
 LaunchEnv read_launch_env();
 
-// Reads the launch environment, rank 0 starts a TCPStore server at MASTER_ADDR:MASTER_PORT, and
-// all ranks form the world group.
+// Reads the launch environment, rank 0 starts a TCPStore server at MASTER_ADDR:MASTER_PORT (or,
+// under torchrun's agent store, every rank joins the agent's), and all ranks form the world group.
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts = {});
 
 }  // namespace kolo

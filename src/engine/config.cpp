@@ -22,6 +22,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
       // Bootstrap and TCP
       {"KOLO_SECRET", "", "Shared job secret, proved (HMAC-SHA256 challenge-response, never sent) on every connection. Empty: rank 0 makes one and shares it through the store, and a warning says the job is unauthenticated."},
+      {"KOLO_STORE_PROTOCOL", "auto", "Dialect of c10d's TCPStore protocol that init_from_env's store client speaks: auto (ask the server: one VALIDATE+PING probe), torch1 (torch <= 2.0, e.g. Debian's 1.13), torch2 (torch >= 2.1). kolo's own server understands both."},
       {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},

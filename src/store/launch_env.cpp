@@ -7,6 +7,10 @@
 //
 //   torchrun:  RANK, WORLD_SIZE (both required), LOCAL_RANK (default 0), LOCAL_WORLD_SIZE
 //              (default 1), MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500).
+//              TORCHELASTIC_USE_AGENT_STORE=True (torchrun's static rendezvous): the agent hosts
+//              the c10d store on MASTER_PORT, so rank 0 must not; keys then live under
+//              "kolo/attempt_<TORCHELASTIC_RESTART_COUNT>" (a restarted job starts clean, as
+//              torch's own workers do with "/worker/attempt_<n>").
 //   Open MPI:  OMPI_COMM_WORLD_RANK/_SIZE (required), OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE
 //              (defaults 0/1), MASTER_ADDR (default 127.0.0.1: Open MPI does not say where
 //              rank 0 runs, so multi-node jobs must set MASTER_ADDR).
@@ -149,6 +153,13 @@ LaunchEnv from_torchrun() {
   validate(e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
   e.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
   e.master_port = port_from_env(std::nullopt);
+  if (auto agent = env("TORCHELASTIC_USE_AGENT_STORE")) {
+    // Python's str(True): "True"; accept the other usual spellings of yes.
+    e.agent_store = *agent == "True" || *agent == "true" || *agent == "1";
+  }
+  if (e.agent_store) {
+    e.store_prefix = "kolo/attempt_" + std::to_string(env_int("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30, 0));
+  }
   return e;
 }
 

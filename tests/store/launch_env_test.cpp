@@ -16,7 +16,8 @@ const char* const kLauncherVariables[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-    "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID",
+    "SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RESTART_COUNT",
 };
 
 // Each test starts from an environment with no launcher variables (the CI may run under Slurm).
@@ -70,6 +71,22 @@ TEST_F(LaunchEnvTest, TorchrunDefaultsForOptionalVariables) {
   EXPECT_EQ(e.local_world_size, 1);
   EXPECT_EQ(e.master_addr, "127.0.0.1");
   EXPECT_EQ(e.master_port, 29500);
+}
+
+TEST_F(LaunchEnvTest, TorchrunAgentStoreMakesEveryRankAClientUnderAnAttemptPrefix) {
+  env_.set("RANK", "0").set("WORLD_SIZE", "2");
+  EXPECT_FALSE(read_launch_env().agent_store) << "no TORCHELASTIC_USE_AGENT_STORE: rank 0 hosts";
+  EXPECT_EQ(read_launch_env().store_prefix, "");
+  env_.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  EXPECT_FALSE(read_launch_env().agent_store);
+  env_.set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  LaunchEnv e = read_launch_env();
+  EXPECT_TRUE(e.agent_store);
+  EXPECT_EQ(e.store_prefix, "kolo/attempt_0");
+  env_.set("TORCHELASTIC_RESTART_COUNT", "3");
+  EXPECT_EQ(read_launch_env().store_prefix, "kolo/attempt_3") << "a restarted job must not see stale keys";
+  env_.set("TORCHELASTIC_RESTART_COUNT", "x");
+  expect_refused_naming("TORCHELASTIC_RESTART_COUNT");
 }
 
 TEST_F(LaunchEnvTest, TorchrunTakesPrecedenceOverMpiAndSlurm) {
