@@ -28,7 +28,7 @@ def free_port():
 
 def torchrun(args, program, cwd):
     return subprocess.Popen([sys.executable, "-m", "kolo_torch.run"] + args + ["--no_python"] + program,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", cwd=cwd)
 
 
 def finish(procs):
