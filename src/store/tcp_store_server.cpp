@@ -12,8 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <deque>
-#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,15 +19,12 @@
 #include "kolo/error.hpp"
 #include "store/store_common.hpp"
 #include "store/store_socket.hpp"
+#include "store/tcp_store_state.hpp"
 #include "store/tcp_store_wire.hpp"
 
 namespace kolo::store_detail {
 
 namespace {
-
-// What a connection has shown of itself: c10d's clients of torch >= 2.1 open with VALIDATE + the
-// magic number; older ones (torch 1.13, 2.0) send requests at once, in the legacy numbering.
-enum class Hello : uint8_t { kUnknown, kLegacy, kValidated };
 
 struct Connection {
   std::vector<uint8_t> in;   // bytes received and not yet parsed into requests
@@ -37,12 +32,6 @@ struct Connection {
   size_t out_sent = 0;
   bool watching_writable = false;
   Hello hello = Hello::kUnknown;
-  Dialect dialect() const { return hello == Hello::kValidated ? Dialect::kValidated : Dialect::kLegacy; }
-};
-
-// A request that cannot be parsed (an unknown op, a length beyond its bound) ends the connection.
-struct Garbage {
-  std::string why;
 };
 
 }  // namespace
@@ -53,18 +42,14 @@ struct TcpStoreServerCore::Loop {
   int wake_fd = -1;  // eventfd: the destructor's way to interrupt epoll_wait
   uint16_t port = 0;
   std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> requests{0};      // mirrors of state's counters, for other threads
   std::atomic<uint64_t> parked_count{0};
   std::atomic<uint64_t> connection_count{0};
   std::atomic<uint64_t> dropped_count{0};
   std::thread thread;
 
   std::unordered_map<int, Connection> conns;
-  std::unordered_map<std::string, Bytes> data;
-  std::unordered_map<std::string, std::deque<Bytes>> queues;
-  std::unordered_map<int, std::vector<std::string>> parked;             // a WAIT's keys, by connection
-  std::unordered_map<std::string, std::unordered_set<int>> waiting_on;  // key -> parked connections
-  std::vector<int> runnable;  // connections whose WAIT was answered: resume their input
+  StoreState state;  // keys, queues, parked WAITs: the protocol, without sockets
 
   ~Loop() {
     if (thread.joinable()) {
@@ -129,7 +114,6 @@ struct TcpStoreServerCore::Loop {
           flush(fd);
         }
       }
-      drain_runnable();
     }
   }
 
@@ -153,7 +137,8 @@ struct TcpStoreServerCore::Loop {
   }
 
   void close_connection(int fd) {
-    if (parked.count(fd)) unpark(fd);
+    state.forget(fd);
+    parked_count = state.parked();
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(fd);
@@ -191,257 +176,31 @@ struct TcpStoreServerCore::Loop {
     close_connection(fd);
   }
 
-  // Handles every complete request buffered on fd, then writes the replies. As in c10d's
-  // servers, a parked WAIT does not hold back later requests: torch 1.13's client gives up on a
-  // WAIT by its own socket timeout and goes on with the next request on the same connection.
+  // Serves every complete request buffered on fd, then writes the replies, and the STOP_WAITING
+  // owed to connections whose WAIT those requests completed. As in c10d's servers, a parked WAIT
+  // does not hold back later requests: torch 1.13's client gives up on a WAIT by its own socket
+  // timeout and goes on with the next request on the same connection.
   void process_input(int fd) {
     Connection& c = conns.at(fd);
-    size_t pos = 0;
+    size_t used = 0;
     try {
-      if (c.hello == Hello::kUnknown && !read_hello(c, pos)) return;
-      while (pos < c.in.size()) {
-        WireReader r(c.in.data() + pos, c.in.size() - pos);
-        try {
-          if (!handle_one(fd, c, r)) break;
-        } catch (const WireReader::NeedMore&) {
-          break;
-        }
-        pos += r.consumed();
-      }
+      used = state.serve(fd, c.hello, c.in.data(), c.in.size(), c.out);
     } catch (const std::exception& e) {
       drop(fd, e.what());
-      return;
+      used = SIZE_MAX;
     }
-    c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(pos));
-    flush(fd);
-  }
-
-  // Tells the dialect from a connection's first bytes. VALIDATE (0) + magic opens a torch >= 2.1
-  // connection; anything else is a legacy request (a legacy SET is also 0, but its u64 key
-  // length would need the magic in its low half: a 1 GiB key, which no client sends). False
-  // while too few bytes have arrived to tell.
-  bool read_hello(Connection& c, size_t& pos) {
-    if (c.in.empty()) return false;
-    if (c.in[0] != 0) {
-      c.hello = Hello::kLegacy;
-      return true;
+    if (used != SIZE_MAX) {
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(used));
+      flush(fd);
     }
-    if (c.in.size() < 5) return false;
-    WireReader r(c.in.data() + 1, 4);
-    if (r.u32() == kValidationMagic) {
-      c.hello = Hello::kValidated;
-      pos = 5;
-    } else {
-      c.hello = Hello::kLegacy;
+    requests = state.requests();
+    parked_count = state.parked();
+    for (int woken : state.take_woken()) {
+      auto it = conns.find(woken);
+      if (it == conns.end()) continue;
+      it->second.out.push_back(kStopWaiting);
+      flush(woken);
     }
-    return true;
-  }
-
-  // Parses and serves one request. Throws NeedMore when incomplete, Error on garbage.
-  bool handle_one(int fd, Connection& c, WireReader& r) {
-    uint8_t code = r.u8();
-    auto op = decode_op(code, c.dialect());
-    if (!op || *op == StoreOp::kWatchKey) {
-      throw Error("unknown or unsupported request code " + std::to_string(code) + " (" + dialect_name(c.dialect()) +
-                  " numbering)");
-    }
-    WireWriter w;
-    serve_request(fd, *op, r, w);
-    ++requests;
-    c.out.insert(c.out.end(), w.bytes().begin(), w.bytes().end());
-    return true;
-  }
-
-  // Reads op's fields (all of them before changing anything, so that NeedMore leaves no trace)
-  // and writes its reply into w.
-  void serve_request(int fd, StoreOp op, WireReader& r, WireWriter& w) {
-    switch (op) {
-      case StoreOp::kValidate:
-        if (r.u32() != kValidationMagic) throw Error("VALIDATE with a wrong magic number");
-        return;
-      case StoreOp::kPing:
-        w.u32(r.u32());
-        return;
-      case StoreOp::kSet: {
-        std::string key = r.key();
-        Bytes value = r.value();
-        data[key] = std::move(value);
-        return key_changed(key);
-      }
-      case StoreOp::kCompareSet: {
-        std::string key = r.key();
-        Bytes expected = r.value();
-        Bytes desired = r.value();
-        auto it = data.find(key);
-        std::optional<Bytes> current;
-        if (it != data.end()) current = it->second;
-        if (auto to_store = compare_set_decision(current, expected, desired)) {
-          data[key] = *to_store;
-          w.value(*to_store);
-          return key_changed(key);
-        }
-        w.value(current ? *current : Bytes{});
-        return;
-      }
-      case StoreOp::kGet: {
-        std::string key = r.key();
-        auto it = data.find(key);
-        w.value(it == data.end() ? Bytes{} : it->second);  // as c10d's libuv server: clients WAIT first
-        return;
-      }
-      case StoreOp::kAdd: {
-        std::string key = r.key();
-        int64_t delta = r.i64();
-        auto it = data.find(key);
-        // A non-integer value throws InvalidArgument and ends the connection, as in c10d.
-        int64_t value = (it == data.end() ? 0 : parse_counter(key, it->second)) + delta;
-        data[key] = format_counter(value);
-        w.i64(value);
-        return key_changed(key);
-      }
-      case StoreOp::kCheck: {
-        auto keys = r.keys();
-        w.u8(missing(keys).empty() ? kCheckReady : kCheckNotReady);
-        return;
-      }
-      case StoreOp::kWait: {
-        auto keys = r.keys();
-        if (missing(keys).empty()) {
-          w.u8(kStopWaiting);
-          return;
-        }
-        return park(fd, std::move(keys));
-      }
-      case StoreOp::kCancelWait:
-        if (parked.count(fd)) unpark(fd);
-        w.u8(kWaitCanceled);
-        return;
-      case StoreOp::kNumKeys:
-        w.i64(static_cast<int64_t>(data.size()));
-        return;
-      case StoreOp::kDeleteKey:
-        w.i64(static_cast<int64_t>(data.erase(r.key())));
-        return;
-      case StoreOp::kAppend: {
-        std::string key = r.key();
-        Bytes value = r.value();
-        Bytes& stored = data[key];
-        if (stored.size() + value.size() > kMaxValueBytes) throw Error("APPEND beyond the value size limit");
-        stored.insert(stored.end(), value.begin(), value.end());
-        return key_changed(key);
-      }
-      case StoreOp::kMultiGet: {
-        for (const auto& key : r.keys()) {
-          auto it = data.find(key);
-          w.value(it == data.end() ? Bytes{} : it->second);
-        }
-        return;
-      }
-      case StoreOp::kMultiSet: {
-        uint64_t count = r.u64();
-        if (count > kMaxKeyCount) throw Error("MULTI_SET of " + std::to_string(count) + " keys");
-        std::vector<std::pair<std::string, Bytes>> pairs;
-        for (uint64_t i = 0; i < count; ++i) {
-          std::string key = r.key();
-          pairs.emplace_back(std::move(key), r.value());
-        }
-        for (auto& [key, value] : pairs) {
-          data[key] = std::move(value);
-          key_changed(key);
-        }
-        return;
-      }
-      case StoreOp::kQueuePush: {
-        std::string key = r.key();
-        queues[key].push_back(r.value());
-        return key_changed(key);
-      }
-      case StoreOp::kQueuePop: {
-        auto it = queues.find(r.key());
-        w.i64(it == queues.end() ? 0 : static_cast<int64_t>(it->second.size()));
-        if (it != queues.end() && !it->second.empty()) {
-          w.value(it->second.front());
-          it->second.pop_front();
-          if (it->second.empty()) queues.erase(it);
-        }
-        return;
-      }
-      case StoreOp::kQueueLen: {
-        auto it = queues.find(r.key());
-        w.i64(it == queues.end() ? 0 : static_cast<int64_t>(it->second.size()));
-        return;
-      }
-      case StoreOp::kWatchKey: break;
-    }
-    throw Error(std::string("unsupported request ") + op_name(op));
-  }
-
-  // A key "exists" for CHECK and WAIT when it holds a value or a non-empty queue (as in c10d).
-  bool present(const std::string& key) const {
-    if (data.count(key)) return true;
-    auto q = queues.find(key);
-    return q != queues.end() && !q->second.empty();
-  }
-
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& key : keys) {
-      if (!present(key)) out.push_back(key);
-    }
-    return out;
-  }
-
-  // One WAIT per connection: a new one replaces a WAIT its client abandoned (torch 1.13), so
-  // that no late STOP_WAITING answers a later request.
-  void park(int fd, std::vector<std::string> keys) {
-    if (parked.count(fd)) unpark(fd);
-    for (const auto& key : missing(keys)) waiting_on[key].insert(fd);
-    parked[fd] = std::move(keys);
-    ++parked_count;
-  }
-
-  void unpark(int fd) {
-    auto it = parked.find(fd);
-    for (const auto& key : it->second) {
-      auto w = waiting_on.find(key);
-      if (w == waiting_on.end()) continue;
-      w->second.erase(fd);
-      if (w->second.empty()) waiting_on.erase(w);
-    }
-    parked.erase(it);
-    --parked_count;
-  }
-
-  // A key was created or changed: answer the parked WAITs it completes.
-  void key_changed(const std::string& key) {
-    auto it = waiting_on.find(key);
-    if (it == waiting_on.end()) return;
-    std::unordered_set<int> fds = std::move(it->second);
-    waiting_on.erase(it);
-    for (int fd : fds) try_complete(fd);
-  }
-
-  void try_complete(int fd) {
-    auto it = parked.find(fd);
-    if (it == parked.end()) return;
-    auto still_missing = missing(it->second);
-    if (!still_missing.empty()) {
-      // Keys may have been deleted since the WAIT was parked; watch whatever is missing now.
-      for (const auto& key : still_missing) waiting_on[key].insert(fd);
-      return;
-    }
-    conns.at(fd).out.push_back(kStopWaiting);
-    unpark(fd);
-    runnable.push_back(fd);
-  }
-
-  void drain_runnable() {
-    // process_input() may complete more parked requests, which append to `runnable`.
-    for (size_t i = 0; i < runnable.size(); ++i) {
-      int fd = runnable[i];
-      if (conns.count(fd)) process_input(fd);
-    }
-    runnable.clear();
   }
 
   // Writes queued replies; watches for writability only while some remain.
