@@ -88,7 +88,7 @@ class FileStore final : public Store {
     FileLock lock(*this, LOCK_EX);
     auto it = map_.find(key);
     int64_t current = it == map_.end() ? 0 : store_detail::parse_counter(key, it->second);
-    int64_t result = current + delta;
+    int64_t result = store_detail::add_to_counter(key, current, delta);
     append(RecordOp::kSet, key, store_detail::format_counter(result));
     return result;
   }

@@ -36,7 +36,7 @@ class HashStore final : public Store {
       std::lock_guard lock(mu_);
       auto it = map_.find(key);
       int64_t current = it == map_.end() ? 0 : store_detail::parse_counter(key, it->second);
-      result = current + delta;
+      result = store_detail::add_to_counter(key, current, delta);
       map_[key] = store_detail::format_counter(result);
     }
     changed_.notify_all();

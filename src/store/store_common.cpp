@@ -32,6 +32,15 @@ int64_t parse_counter(const std::string& key, const Bytes& value) {
   return parsed;
 }
 
+int64_t add_to_counter(const std::string& key, int64_t current, int64_t delta) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(current, delta, &sum)) {
+    throw InvalidArgument("store: add(" + std::to_string(delta) + ") on key '" + key + "' holding " +
+                          std::to_string(current) + " overflows a 64-bit integer");
+  }
+  return sum;
+}
+
 Bytes format_counter(int64_t value) {
   std::string text = std::to_string(value);
   return Bytes(text.begin(), text.end());

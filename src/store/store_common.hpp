@@ -22,6 +22,9 @@ std::chrono::milliseconds remaining(Clock::time_point deadline);
 // add() keeps counters as decimal text (like c10d), so get() of a counter returns e.g. "42".
 // Throws InvalidArgument naming `key` when the stored value is not such a number.
 int64_t parse_counter(const std::string& key, const Bytes& value);
+// current + delta, or InvalidArgument naming `key` when the sum leaves int64 (a fuzzer's find:
+// signed overflow is undefined behaviour, not a wrap).
+int64_t add_to_counter(const std::string& key, int64_t current, int64_t delta);
 Bytes format_counter(int64_t value);
 
 // compare_set's decision. `current` is nullopt when the key is absent. Returns the value to store,

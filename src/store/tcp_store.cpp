@@ -226,8 +226,8 @@ class TcpStoreClient final : public TCPStore {
     IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline);
     if (io.status == IoStatus::kClosed) {
       drop_connection();
-      // c10d servers hang up on an add to a value that is not a decimal integer. Tell that from a
-      // vanished server by reading the value (parse_counter throws the InvalidArgument).
+      // c10d servers hang up on an add to a value that is not a decimal integer (kolo's also on an
+      // overflow). Tell that from a vanished server by reading the value.
       const std::string user_key = wire_key.substr(wire_key.rfind(kUserKeyPrefix, 0) == 0 ? 1 : 0);
       Bytes value;
       try {
@@ -235,7 +235,7 @@ class TcpStoreClient final : public TCPStore {
       } catch (const Error&) {
         io_failed(StoreOp::kAdd, io, timeout_);
       }
-      parse_counter(user_key, value);
+      add_to_counter(user_key, parse_counter(user_key, value), delta);  // throws for a bad value or an overflow
       io_failed(StoreOp::kAdd, io, timeout_);
     }
     if (io.status != IoStatus::kOk) io_failed(StoreOp::kAdd, io, timeout_);

@@ -104,8 +104,9 @@ void StoreState::serve_request(ConnId fd, StoreOp op, WireReader& r, WireWriter&
       std::string key = r.key();
       int64_t delta = r.i64();
       auto it = data_.find(key);
-      // A non-integer value throws InvalidArgument and ends the connection, as in c10d.
-      int64_t value = (it == data_.end() ? 0 : parse_counter(key, it->second)) + delta;
+      // A non-integer value, or an overflow, throws InvalidArgument and ends the connection (c10d
+      // has no error reply).
+      int64_t value = add_to_counter(key, it == data_.end() ? 0 : parse_counter(key, it->second), delta);
       data_[key] = format_counter(value);
       w.i64(value);
       return key_changed(key);

@@ -218,6 +218,15 @@ TEST_P(StoreConformance, AddToNonIntegerValueIsInvalidArgument) {
   EXPECT_EQ(store_->get_string("word"), "hello");
 }
 
+TEST_P(StoreConformance, AddThatOverflowsIsInvalidArgumentAndChangesNothing) {
+  store_->set("big", std::string("9223372036854775800"));
+  EXPECT_THROW(store_->add("big", 100), InvalidArgument);
+  EXPECT_EQ(store_->get_string("big"), "9223372036854775800");
+  EXPECT_EQ(store_->add("big", 7), INT64_MAX);
+  EXPECT_EQ(store_->add("neg", INT64_MIN), INT64_MIN);
+  EXPECT_THROW(store_->add("neg", -1), InvalidArgument);
+}
+
 TEST_P(StoreConformance, ConcurrentAddsFromManyHandlesAreAtomic) {
   constexpr int kThreads = 4;
   constexpr int kAddsPerThread = 150;
