@@ -1,5 +1,6 @@
 #include "store/tcp_store_server.hpp"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -171,9 +172,30 @@ struct TcpStoreServerCore::Loop {
     ++dropped_count;
     // Rate-limited: a port scanner must not flood the log.
     if (dropped_count <= 10) {
-      std::fprintf(stderr, "kolo TCPStore server on port %u: dropped a client: %s\n", unsigned(port), why.c_str());
+      std::fprintf(stderr, "kolo TCPStore server on port %u: dropped client %s: %s%s\n", unsigned(port),
+                   peer_address(fd).c_str(), why.c_str(),
+                   dropped_count == 10 ? " (further drops are counted, not logged)" : "");
     }
     close_connection(fd);
+  }
+
+  static std::string peer_address(int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    char host[INET6_ADDRSTRLEN] = "?";
+    uint16_t peer_port = 0;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      if (addr.ss_family == AF_INET) {
+        auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+        ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+        peer_port = ntohs(in->sin_port);
+      } else if (addr.ss_family == AF_INET6) {
+        auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+        ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+        peer_port = ntohs(in6->sin6_port);
+      }
+    }
+    return std::string(host) + ":" + std::to_string(peer_port);
   }
 
   // Serves every complete request buffered on fd, then writes the replies, and the STOP_WAITING

@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstdio>
 #include <future>
+#include <random>
 
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
@@ -336,6 +338,69 @@ TEST(TcpStore, ForcedLegacyClientWorksAndCancelledWaitsLeaveNoStrayReplies) {
   EXPECT_EQ(legacy->add("n", 3), 3);
   EXPECT_EQ(modern->add("n", 3), 6);
   EXPECT_TRUE(eventually([&] { return server->parked_requests() == 0; }));
+}
+
+// Resident set size of this process, in bytes.
+size_t rss_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<size_t>(resident) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(TcpStore, HostileClientsAreDroppedWhileARendezvousGoesOnIntact) {
+  auto server = TcpStoreServerCore::start("127.0.0.1", 0);
+  auto good = client_of(server->port());
+  const size_t rss_before = rss_bytes();
+  std::mt19937 rng(7);
+  std::vector<int> hostile;
+  // 1,000 connections at once; every tenth sends something nasty, the rest stay silent.
+  for (int i = 0; i < 1000; ++i) {
+    int fd = raw::connect_to(server->port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    std::string bytes;
+    switch (i % 40) {
+      case 0:  // random bytes
+        for (int b = 0; b < 4096; ++b) bytes.push_back(static_cast<char>(rng()));
+        break;
+      case 10: {  // a >= 2.1 SET claiming a 2^40-byte value
+        bytes = std::string("\x00\xCE\xF7\x85\x3C\x01", 6);
+        raw::put_str(bytes, "/k");
+        raw::put_u64(bytes, uint64_t(1) << 40);
+        bytes += "abc";
+        break;
+      }
+      case 20: {  // a legacy WAIT claiming 2^40 keys
+        bytes = "\x05";
+        raw::put_u64(bytes, uint64_t(1) << 40);
+        break;
+      }
+      case 30: {  // half a request, then silence
+        bytes = std::string("\x00\xCE\xF7\x85\x3C\x01", 6);
+        raw::put_u64(bytes, 100);
+        bytes += "only part of the key";
+        break;
+      }
+      default: break;
+    }
+    if (!bytes.empty()) ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    hostile.push_back(fd);
+  }
+  // The rendezvous goes on meanwhile, exactly.
+  for (int i = 0; i < 200; ++i) good->set("key" + std::to_string(i), std::to_string(i * i));
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(good->get_string("key" + std::to_string(i)), std::to_string(i * i));
+  EXPECT_EQ(good->add("n", 5), 5);
+  // Random bytes, the 2^40 value and the 2^40 key count were dropped (not answered, not stored).
+  EXPECT_TRUE(eventually([&] { return server->dropped_connections() >= 50; })) << server->dropped_connections();
+  EXPECT_FALSE(good->check({"k"}));
+  // Nothing was allocated from a claimed length.
+  EXPECT_LT(rss_bytes(), rss_before + (64u << 20));
+  for (int fd : hostile) ::close(fd);
+  EXPECT_TRUE(eventually([&] { return server->open_connections() == 1; })) << server->open_connections();
+  EXPECT_EQ(good->get_string("key199"), std::to_string(199 * 199));
 }
 
 TEST(TcpStore, StandaloneServerReportsItsEphemeralPort) {
