@@ -5,7 +5,8 @@
 #      ring_chunked and halving-doubling all-reduce), checked;
 #   3. scripts/compare.sh: kolo and the peers interleaved, several repetitions, the physical
 #      limits (memcpy, reduction, loopback TCP), ratios, % of bound, CSV/JSON and PNG charts;
-#   4. the Google Benchmark micro-benchmarks (reduction kernels vs memcpy, transport ping-pong);
+#   4. the Google Benchmark micro-benchmarks (reduction kernels vs memcpy, transport ping-pong,
+#      the per-call cost of an empty collective);
 # then verifies what it produced: every row of every table has #wrong == 0, every file is there,
 # charts exist when gnuplot does. Every table is written as .txt, .json and .csv under OUT.
 #
@@ -36,6 +37,7 @@ PERF_MPI=$BUILD/bench/peers/kolo-perf-mpi
 PERF_GLOO=$BUILD/bench/peers/kolo-perf-gloo
 KERNELS=$BUILD/bench/micro/kolo-bench-kernels
 PINGPONG=$BUILD/bench/micro/kolo-bench-transport  # transport_pingpong.cpp
+OVERHEAD=$BUILD/bench/micro/kolo-bench-overhead  # collective_overhead.cpp: per-call cost
 for bin in "$KOLORUN" "$KOLO_PERF"; do
   [ -x "$bin" ] || { echo "bench-all.sh: $bin is missing; build first (scripts/build.sh)" >&2; exit 2; }
 done
@@ -150,6 +152,17 @@ if [ -x "$PINGPONG" ]; then
       failures=$((failures + 1))
     fi
   done
+fi
+
+if [ -x "$OVERHEAD" ]; then
+  # The per-call cost of an empty collective (issue + wait), 1 and 2 ranks: the us_per_call column.
+  if ! timeout "$RUN_TIMEOUT" "$OVERHEAD" --transports "${TRANSPORTS// /,}" "${MICRO_ARGS[@]}" \
+      --benchmark_out="$OUT/micro/overhead.json" --benchmark_out_format=json > "$OUT/micro/overhead.txt" 2>&1; then
+    echo "bench-all.sh: FAILED: $OVERHEAD (see $OUT/micro/overhead.txt)" >&2
+    failures=$((failures + 1))
+  else
+    grep -E '^overhead/' "$OUT/micro/overhead.txt" | awk '{print "bench-all.sh:   " $1 "  " $NF}'
+  fi
 fi
 
 echo "bench-all.sh: verifying the results in $OUT"

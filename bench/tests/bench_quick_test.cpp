@@ -133,6 +133,21 @@ TEST(BenchQuick, PipelineRunsAndEveryRowChecksClean) {
         if (e.path().extension() == ".png" && fs::file_size(e.path()) > 0) ++pngs;
     EXPECT_GT(pngs, 0) << "gnuplot is installed but no chart in " << out / "compare-tcp" / "plots";
   }
+
+  // The per-call cost of an empty collective, when Google Benchmark was there to build it:
+  // 3 collectives x (1 rank + 2 ranks over tcp and shm), each with a positive us_per_call.
+  if (fs::is_regular_file(fs::path(build) / "bench" / "micro" / "kolo-bench-overhead")) {
+    std::ifstream f(out / "micro" / "overhead.json");
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string json = text.str();
+    int entries = 0;
+    for (size_t at = json.find("\"us_per_call\": "); at != std::string::npos; at = json.find("\"us_per_call\": ", at + 1)) {
+      ++entries;
+      EXPECT_GT(std::stod(json.substr(at + 15)), 0.0) << json.substr(at, 40);
+    }
+    EXPECT_EQ(entries, 9) << out / "micro" / "overhead.json";
+  }
 }
 
 }  // namespace
