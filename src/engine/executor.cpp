@@ -95,6 +95,11 @@ void Executor::undefer_through(size_t k) {
 }
 
 bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
+  // A caller waits for an operation that has not completed: callers are waiting again, so defer
+  // the next collectives to them. (Setting this only when the inline run succeeds, as before,
+  // never recovered once the engine thread had taken over: it takes every later operation
+  // before its caller arrives, and the caller then finds nothing to run inline.)
+  predict_inline_.store(true, std::memory_order_relaxed);
   std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   std::vector<Task> batch;
@@ -118,7 +123,6 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     }
     queued_.fetch_sub(static_cast<int>(k + 1), std::memory_order_release);
   }
-  predict_inline_.store(true, std::memory_order_relaxed);
   RunningOperations mark;
   for (Task& t : batch) run_task(t);
   check_pending();
