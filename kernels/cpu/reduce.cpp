@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include "common/config.hpp"
 #include "kernels/cpu/dispatch.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kolo/error.hpp"
@@ -29,9 +30,7 @@ bool cpu_has_avx512() {
 }
 
 KernelPath kernel_path_from_env() {
-  const char* value = std::getenv("KOLO_KERNELS");
-  if (value == nullptr) return KernelPath::automatic;
-  const std::string name(value);
+  const std::string name = config::get_string("KOLO_KERNELS");
   if (name.empty() || name == "auto") return KernelPath::automatic;
   if (name == "portable") return KernelPath::portable;
   if (name == "avx512") return KernelPath::avx512;

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::algo {

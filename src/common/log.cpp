@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "engine/config.hpp"
+#include "common/config.hpp"
 
 namespace kolo::log {
 

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/setup_failure.hpp"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <thread>
 
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kolo/error.hpp"
 

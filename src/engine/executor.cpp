@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::engine {

@@ -1,6 +1,6 @@
 // init_from_env: the torchrun / mpirun / srun path to a world group.
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "kolo/process_group.hpp"
 #include "kolo/store.hpp"

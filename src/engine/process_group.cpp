@@ -10,7 +10,7 @@
 #include "algorithms/algorithm.hpp"
 #include "common/log.hpp"
 #include "engine/bootstrap.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "engine/executor.hpp"
 #include "engine/validate.hpp"
 

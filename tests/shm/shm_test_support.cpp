@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/shm/shm_segment.hpp"
 

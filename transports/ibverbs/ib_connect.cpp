@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "transports/ibverbs/ib_device.hpp"

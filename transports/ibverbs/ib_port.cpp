@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::ib {

@@ -21,7 +21,7 @@
 #include <new>
 
 #include "common/log.hpp"
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
@@ -67,9 +67,9 @@ std::string hex(uint64_t v, int digits) {
 // else a hash of the store prefix's first component. Either way the pid follows, so two jobs
 // that share both still never collide.
 std::string job_part(const std::string& prefix) {
-  const char* env = std::getenv("KOLO_JOB_ID");
+  const std::string id = config::get_string("KOLO_JOB_ID");
   std::string job;
-  for (const char* c = env ? env : ""; *c && job.size() < 32; ++c)
+  for (const char* c = id.c_str(); *c && job.size() < 32; ++c)
     if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '_') job += *c;
   if (!job.empty()) return job;
   char buf[24];

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <random>
 
-#include "engine/config.hpp"
+#include "common/config.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::shm {

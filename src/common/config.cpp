@@ -1,4 +1,4 @@
-#include "engine/config.hpp"
+#include "common/config.hpp"
 
 #include <cstdlib>
 #include <stdexcept>
@@ -36,6 +36,8 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_IB_HCA", "", "RDMA device and port for the ibverbs transport, as name[:port] (mlx5_0:1, rxe0). Empty: the first ACTIVE port of any device."},
       {"KOLO_IB_GID_INDEX", "", "GID table index for the ibverbs transport. Empty: on RoCE a RoCE v2 GID holding an IPv4-mapped address (from sysfs gid_attrs/types), on InfiniBand none (LID routing)."},
       {"KOLO_IB_SLOT_BYTES", "131072", "Size of one slot of an RDMA receive ring, 64-byte header included; longer messages are written slot by slot."},
+      {"KOLO_KERNELS", "auto", "CPU reduction kernels: auto (AVX-512 where the CPU has it, else portable), portable, avx512."},
+      {"KOLO_JOB_ID", "", "Id of the launch (kolorun sets a random one for every rank); names shared-memory segments so that concurrent jobs never collide. Empty: a hash of the group's store prefix."},
       {"KOLO_IB_SLOTS", "16", "Slots per RDMA ring. Each rank registers 2 x KOLO_IB_SLOTS x KOLO_IB_SLOT_BYTES per peer (a staging and a receive ring)."},
   };
   return table;
@@ -44,7 +46,7 @@ const std::vector<Tunable>& tunables() {
 static const Tunable& find(const char* name) {
   for (const auto& t : tunables())
     if (std::string(t.name) == name) return t;
-  throw std::logic_error(std::string("kolo: tunable ") + name + " is not in the table (src/engine/config.cpp)");
+  throw std::logic_error(std::string("kolo: tunable ") + name + " is not in the table (src/common/config.cpp)");
 }
 
 bool is_set(const char* name) {
