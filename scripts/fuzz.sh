@@ -18,7 +18,7 @@ CXX=${CXX:-clang++}
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.)
 # hello: the acceptor's half of the TCP handshake, with the code it runs.
 "$CXX" "${flags[@]}" tests/fuzz/fuzz_hello.cpp transports/common/auth.cpp transports/tcp/handshake.cpp \
-  transports/tcp/socket.cpp -lcrypto -o "$out/fuzz_hello"
+  transports/tcp/socket.cpp transports/common/setup_text.cpp transports/common/fd.cpp -lcrypto -o "$out/fuzz_hello"
 rc=0
 for t in hello; do
   mkdir -p "$out/corpus-$t"

@@ -9,7 +9,7 @@
 namespace kolo::engine {
 
 Context::Context(int rank, int size) : rank_(rank), size_(size), by_peer_(static_cast<size_t>(size), nullptr) {
-  wake_fd_ = tcp::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  wake_fd_ = transport::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 }
 
 Context::~Context() = default;

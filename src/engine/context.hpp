@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transports/tcp/socket.hpp"
+#include "transports/common/fd.hpp"
 #include "transports/transport.hpp"
 
 namespace kolo::engine {
@@ -56,7 +56,7 @@ class Context final : public transport::FailureSink {
   int rank_, size_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
   std::vector<transport::Device*> by_peer_;
-  tcp::Fd wake_fd_;
+  transport::Fd wake_fd_;
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;
   PeerFailure failure_;

@@ -28,13 +28,12 @@
 #include "transports/common/auth.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
-#include "transports/tcp/handshake.hpp"
-#include "transports/tcp/wire.hpp"
+#include "transports/common/setup_text.hpp"
 
 namespace kolo::shm {
 
 using transport::Bootstrap;
-using tcp::HelloStatus;
+using transport::HelloStatus;
 
 namespace {
 
@@ -74,19 +73,19 @@ std::string job_part(const std::string& prefix) {
   if (!job.empty()) return job;
   char buf[24];
   std::snprintf(buf, sizeof buf, "s%08llx",
-                static_cast<unsigned long long>(tcp::group_hash(prefix.substr(0, prefix.find('/'))) & 0xffffffffu));
+                static_cast<unsigned long long>(transport::group_hash(prefix.substr(0, prefix.find('/'))) & 0xffffffffu));
   return buf;
 }
 
 std::string base_name(const Bootstrap& b) {
-  return std::string(kNamePrefix) + job_part(b.prefix) + "-" + hex(tcp::group_hash(b.prefix), 12) + "-r" +
+  return std::string(kNamePrefix) + job_part(b.prefix) + "-" + hex(transport::group_hash(b.prefix), 12) + "-r" +
          std::to_string(b.rank) + "-" + std::to_string(::getpid());
 }
 
 std::string store_key(const Bootstrap& b, int rank) { return b.prefix + "/shm/" + std::to_string(rank); }
 
 transport::auth::Binding binding(const Bootstrap& b, int connector, int acceptor) {
-  return {"shm", static_cast<uint32_t>(kProtocolVersion), tcp::group_hash(b.prefix), connector, acceptor, b.size};
+  return {"shm", static_cast<uint32_t>(kProtocolVersion), transport::group_hash(b.prefix), connector, acceptor, b.size};
 }
 
 transport::auth::Mac mac_of(const Hello& h) {
@@ -106,7 +105,7 @@ Hello make_hello(const Bootstrap& b, int peer, HelloStatus status, const uint64_
   Hello h{};
   h.magic = kHelloMagic;
   h.protocol_version = static_cast<uint32_t>(kProtocolVersion);
-  h.group_hash = tcp::group_hash(b.prefix);
+  h.group_hash = transport::group_hash(b.prefix);
   h.src_rank = b.rank;
   h.dst_rank = peer;
   h.world_size = b.size;
@@ -121,7 +120,7 @@ HelloStatus check_hello(const Hello& h, size_t got, const Bootstrap& b, const st
   using namespace transport::auth;
   if (got != sizeof h || h.magic != kHelloMagic) return HelloStatus::bad_magic;
   if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) return HelloStatus::bad_version;
-  if (h.group_hash != tcp::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
+  if (h.group_hash != transport::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
   if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) return HelloStatus::bad_rank;
   if (!same(mac_of(h), prove(b.secret, Role::connector, binding(b, h.src_rank, b.rank), nonce_of(h), mine)))
     return HelloStatus::bad_secret;
@@ -165,7 +164,7 @@ void log_fallback_once(int peer, int err) {
   static std::atomic<bool> logged{false};
   if (logged.exchange(true)) return;
   KOLO_LOG(info, "shm: cannot read rank " << peer << "'s memory with process_vm_readv ("
-                                          << (err ? tcp::errno_text(err) : std::string("wrong value read back"))
+                                          << (err ? transport::errno_text(err) : std::string("wrong value read back"))
                                           << "); large messages go through the shared-memory rings instead");
 }
 
@@ -320,7 +319,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     }
     if (st != HelloStatus::ok) {
       ++refused;
-      last_refusal = std::string(tcp::hello_status_text(st)) + (got == sizeof h ? " (claims rank " + std::to_string(src) + ")" : "");
+      last_refusal = std::string(transport::hello_status_text(st)) + (got == sizeof h ? " (claims rank " + std::to_string(src) + ")" : "");
       KOLO_LOG(warn, "shm: refused a connection: " << last_refusal);
       continue;
     }
@@ -343,13 +342,13 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     HelloStatus st = got != sizeof r || r.magic != kHelloMagic ? HelloStatus::bad_magic : static_cast<HelloStatus>(r.status);
     if (st != HelloStatus::ok)
       throw PeerError("rank " + std::to_string(peer) + " refused the shared-memory connection from rank " + std::to_string(b.rank) +
-                          ": " + tcp::hello_status_text(st),
+                          ": " + transport::hello_status_text(st),
                       peer);
     if (!transport::auth::same(mac_of(r), transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, b.rank, peer),
                                                                  challenges[static_cast<size_t>(peer)],
                                                                  peer_nonce[static_cast<size_t>(peer)])))
       throw PeerError("rank " + std::to_string(peer) + " accepted the shared-memory connection from rank " + std::to_string(b.rank) +
-                          " but could not prove the job secret: " + tcp::hello_status_text(HelloStatus::bad_secret),
+                          " but could not prove the job secret: " + transport::hello_status_text(HelloStatus::bad_secret),
                       peer);
     their[static_cast<size_t>(peer)] = r;
   }
@@ -397,7 +396,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u32 = static_cast<uint32_t>(peer);
     if (::epoll_ctl(dev->epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-      throw Error("shm transport: epoll_ctl: " + tcp::errno_text(errno));
+      throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
   }
   KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("
                                        << total << " bytes, " << g.nslots << " slots of " << g.slot_bytes << " bytes per ring)");

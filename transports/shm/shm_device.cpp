@@ -30,15 +30,15 @@ constexpr int64_t kArmAfterMaxUs = 20;
 
 ShmDevice::ShmDevice(int size, transport::FailureSink* sink) : pairs_(static_cast<size_t>(size)), sink_(sink) {
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epfd_.valid()) throw Error("shm transport: epoll_create1: " + tcp::errno_text(errno));
+  if (!epfd_.valid()) throw Error("shm transport: epoll_create1: " + transport::errno_text(errno));
   // Starts readable: the device is awake, a sleep attempt must return at once.
   nudge_ = Fd(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!nudge_.valid()) throw Error("shm transport: eventfd: " + tcp::errno_text(errno));
+  if (!nudge_.valid()) throw Error("shm transport: eventfd: " + transport::errno_text(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = kNudgeId;
   if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, nudge_.get(), &ev) != 0)
-    throw Error("shm transport: epoll_ctl: " + tcp::errno_text(errno));
+    throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
   arm_after_ = std::chrono::microseconds(std::clamp<int64_t>(config::get_int("KOLO_SPIN_US"), 0, kArmAfterMaxUs));
   std::random_device rd;
   probe_word_ = (uint64_t(rd()) << 32 | rd()) | 1;

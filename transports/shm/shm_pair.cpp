@@ -306,7 +306,7 @@ bool ShmPair::pump_remote_read() {
       fail(Failure::peer_closed, rank_name(peer_) + " died while this rank was reading its message (process gone)");
     else
       fail(Failure::io_error, "reading a message of " + std::to_string(op.bytes) + " bytes from " + rank_name(peer_) +
-                                  " with process_vm_readv failed: " + tcp::errno_text(e));
+                                  " with process_vm_readv failed: " + transport::errno_text(e));
     return true;
   }
   remote_got_ += static_cast<size_t>(n);
@@ -362,7 +362,7 @@ bool ShmPair::read_socket() {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return changed;
-    fail(Failure::io_error, "control socket of " + rank_name(peer_) + ": " + tcp::errno_text(errno));
+    fail(Failure::io_error, "control socket of " + rank_name(peer_) + ": " + transport::errno_text(errno));
     return true;
   }
 }

@@ -14,7 +14,7 @@
 
 namespace kolo::shm {
 
-using tcp::errno_text;
+using transport::errno_text;
 
 namespace {
 

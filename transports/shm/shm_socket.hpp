@@ -11,12 +11,13 @@
 #include <cstdint>
 #include <string>
 
-#include "transports/tcp/socket.hpp"
+#include "transports/common/fd.hpp"
+#include "transports/common/setup_text.hpp"
 
 namespace kolo::shm {
 
 using Clock = std::chrono::steady_clock;
-using tcp::Fd;
+using transport::Fd;
 
 constexpr uint32_t kHelloMagic = 0x4f534b4b;  // "KKSO"
 constexpr uint32_t kReadyMagic = 0x59445252;  // "RRDY"
@@ -34,7 +35,7 @@ struct Hello {
   int32_t src_rank;
   int32_t dst_rank;
   int32_t world_size;
-  uint32_t status;  // replies: tcp::HelloStatus
+  uint32_t status;  // replies: transport::HelloStatus
   uint64_t probe_addr;
   uint64_t probe_value;
   uint8_t mac[32];    // proof over the connector's nonce and the acceptor's published one

@@ -34,6 +34,6 @@ bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const s
 // The checks of a hello that need no secret: magic, version, group, ranks (pure: fuzzed).
 HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want);
 
-uint64_t group_hash(const std::string& prefix);
+using transport::group_hash;  // transports/common/setup_text.hpp
 
 }  // namespace kolo::tcp

@@ -17,26 +17,6 @@
 
 namespace kolo::tcp {
 
-std::string errno_text(int err) {
-  char buf[256];
-  // GNU strerror_r returns the message pointer.
-  const char* msg = strerror_r(err, buf, sizeof buf);
-  return std::string(msg) + " (errno " + std::to_string(err) + ")";
-}
-
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.release();
-  }
-  return *this;
-}
-Fd::~Fd() { reset(); }
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Endpoint parse_endpoint(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos) throw InvalidArgument("bad endpoint '" + s + "': expected host:port");

@@ -6,28 +6,16 @@
 #include <cstdint>
 #include <string>
 
+#include "transports/common/fd.hpp"
+#include "transports/common/setup_text.hpp"
+
 namespace kolo::tcp {
 
 using Clock = std::chrono::steady_clock;
 
-std::string errno_text(int err);
+using transport::errno_text;  // transports/common/setup_text.hpp
 
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  ~Fd();
-  int get() const { return fd_; }
-  int release() { int f = fd_; fd_ = -1; return f; }
-  bool valid() const { return fd_ >= 0; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
+using transport::Fd;  // transports/common/fd.hpp
 
 struct Endpoint {
   std::string host;

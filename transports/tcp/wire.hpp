@@ -1,6 +1,7 @@
 // What the TCP transport puts on the wire: a handshake when a connection opens, then frames.
 // Fixed-size little-endian structs (every supported host is little-endian x86-64/aarch64).
 #pragma once
+#include "transports/common/setup_text.hpp"
 #include <cstdint>
 
 namespace kolo::tcp {
@@ -22,8 +23,8 @@ struct Hello {
   uint8_t mac[32];       // connector's proof over its nonce and the acceptor's published one
 };
 
-enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5 };
-const char* hello_status_text(HelloStatus s);
+using transport::HelloStatus;  // transports/common/setup_text.hpp
+using transport::hello_status_text;
 
 // With status ok, the acceptor's proof over both nonces.
 struct HelloReply {
