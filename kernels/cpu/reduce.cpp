@@ -115,4 +115,13 @@ void reduce(DataType t, ReduceKind op, void* dst, const void* a, const void* b, 
 
 bool using_avx512() { return &detail::active_table() != &detail::portable_table(); }
 
+void float_to_half(const float* src, uint16_t* dst, size_t count) { detail::active_table().float_to_half(src, dst, count); }
+void half_to_float(const uint16_t* src, float* dst, size_t count) { detail::active_table().half_to_float(src, dst, count); }
+void float_to_bfloat16(const float* src, uint16_t* dst, size_t count) {
+  detail::active_table().float_to_bfloat16(src, dst, count);
+}
+void bfloat16_to_float(const uint16_t* src, float* dst, size_t count) {
+  detail::active_table().bfloat16_to_float(src, dst, count);
+}
+
 }  // namespace kolo::kernels

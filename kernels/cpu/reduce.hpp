@@ -2,6 +2,7 @@
 // at run time), a portable loop everywhere else. float16/bfloat16 go through float32 per pair.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include "kolo/types.hpp"
 
 namespace kolo::kernels {
@@ -16,5 +17,12 @@ void reduce(DataType t, ReduceKind op, void* dst, const void* a, const void* b, 
 void finalize(DataType t, const ReduceOp& op, void* data, size_t count, int nranks);
 // Whether the AVX-512 path is in use (for logs and benchmarks).
 bool using_avx512();
+
+// float32 <-> float16 / bfloat16 conversion (round to nearest even), with the active table's
+// kernels: what DDP's gradient compression packs and unpacks with.
+void float_to_half(const float* src, uint16_t* dst, size_t count);
+void half_to_float(const uint16_t* src, float* dst, size_t count);
+void float_to_bfloat16(const float* src, uint16_t* dst, size_t count);
+void bfloat16_to_float(const uint16_t* src, float* dst, size_t count);
 
 }  // namespace kolo::kernels

@@ -2,7 +2,7 @@
 // to nearest-even exactly as kernels/cpu/half.hpp does on every path.
 #include "ddp/compression.hpp"
 
-#include "kernels/cpu/dispatch.hpp"
+#include "kernels/cpu/reduce.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::ddp {
@@ -26,22 +26,20 @@ const char* compression_name(GradCompression c) {
 }
 
 void pack(GradCompression c, const float* src, uint16_t* dst, size_t count) {
-  const auto& table = kernels::detail::active_table();
   if (c == GradCompression::float16) {
-    table.float_to_half(src, dst, count);
+    kernels::float_to_half(src, dst, count);
   } else if (c == GradCompression::bfloat16) {
-    table.float_to_bfloat16(src, dst, count);
+    kernels::float_to_bfloat16(src, dst, count);
   } else {
     throw InvalidArgument("kolo: DistributedDataParallel: pack() without compression");
   }
 }
 
 void unpack(GradCompression c, const uint16_t* src, float* dst, size_t count) {
-  const auto& table = kernels::detail::active_table();
   if (c == GradCompression::float16) {
-    table.half_to_float(src, dst, count);
+    kernels::half_to_float(src, dst, count);
   } else if (c == GradCompression::bfloat16) {
-    table.bfloat16_to_float(src, dst, count);
+    kernels::bfloat16_to_float(src, dst, count);
   } else {
     throw InvalidArgument("kolo: DistributedDataParallel: unpack() without compression");
   }
