@@ -14,26 +14,21 @@
 
 namespace kolo {
 
-class Work;
-
-// Engine internal. Lets wait() run a still-queued operation on the waiting thread instead of
-// handing it to the group's engine thread and sleeping until that thread is done: a synchronous
-// caller (issue, then wait at once) then pays no thread hand-off at all.
-class WorkRunner {
- public:
-  virtual ~WorkRunner() = default;
-  // Runs `w`'s operation, and whatever was queued before it, now if none has started and the
-  // engine thread is idle; true if it did. `wait_timeout` is the waiter's own bound.
-  virtual bool run_inline(Work& w, std::chrono::milliseconds wait_timeout) = 0;
-  // Someone polls `w` (is_completed()): the engine thread must not leave it for a waiter.
-  virtual void nudge(Work& w) = 0;
-};
+namespace engine {
+class WorkRunner;       // src/engine/work_access.hpp: how the engine drives a Work
+struct WorkAccess;
+}  // namespace engine
 
 class Work {
  public:
   static constexpr std::chrono::milliseconds kNoTimeout{-1};
 
-  Work(std::string op_name, uint64_t seq) : op_name_(std::move(op_name)), seq_(seq) {}
+  // Only the engine makes Works (ProcessGroup's calls return them): the token says so.
+  class Token {
+    friend struct engine::WorkAccess;
+    Token() = default;
+  };
+  Work(Token, const char* op_name, uint64_t seq) : op_name_(op_name), seq_(seq) {}
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
@@ -49,20 +44,14 @@ class Work {
   // the time wait() returns. Exceptions thrown by `fn` are swallowed and logged.
   void on_complete(std::function<void(Work&)> fn);
 
-  const std::string& op_name() const { return op_name_; }
+  std::string op_name() const { return op_name_; }
   uint64_t seq() const { return seq_; }
 
-  // Called by the engine, not by users.
-  void finish(std::exception_ptr error);
-  // `ticket` lets the runner find the operation in its queue without searching it.
-  void set_runner(std::weak_ptr<WorkRunner> runner, uint64_t ticket) {
-    runner_ = std::move(runner);
-    ticket_ = ticket;
-  }
-  uint64_t runner_ticket() const { return ticket_; }
-
  private:
-  const std::string op_name_;
+  friend struct engine::WorkAccess;
+  void finish(std::exception_ptr error);
+
+  const char* const op_name_;  // a static name ("allreduce"): no allocation per operation
   const uint64_t seq_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -71,7 +60,7 @@ class Work {
   std::atomic<bool> released_flag_{false};  // the same, for wait()'s brief lock-free polling
   std::exception_ptr error_;
   std::vector<std::function<void(Work&)>> callbacks_;
-  std::weak_ptr<WorkRunner> runner_;  // set once, before the operation is queued
+  std::weak_ptr<engine::WorkRunner> runner_;  // set once, before the operation is queued
   uint64_t ticket_ = 0;
 };
 

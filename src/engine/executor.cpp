@@ -56,7 +56,7 @@ void Executor::submit(Task t) {
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
     t.submitted = Clock::now();
     t.ticket = next_ticket_++;
-    if (t.work) t.work->set_runner(weak_from_this(), t.ticket);
+    if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
     t.deferred = inline_enabled_ && !t.overlap && t.type == Task::Type::collective &&
                  predict_inline_.load(std::memory_order_relaxed);
     // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
@@ -79,7 +79,7 @@ size_t Executor::find_queued(const Work& w) const {
   // Tasks leave the queue only from the front, so a task's index is its ticket's distance from
   // the front's: no search, however many operations are queued.
   if (queue_.empty()) return SIZE_MAX;
-  const uint64_t front = queue_.front().ticket, t = w.runner_ticket();
+  const uint64_t front = queue_.front().ticket, t = WorkAccess::ticket(w);
   if (t < front || t - front >= queue_.size()) return SIZE_MAX;
   const size_t k = static_cast<size_t>(t - front);
   return queue_[k].work.get() == &w ? k : SIZE_MAX;
@@ -201,7 +201,7 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   if (!pending_.empty()) error_delivered_ = true;
   for (auto& p : pending_)
-    p.work->finish(std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
+    WorkAccess::finish(*p.work, std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
   pending_.clear();
   sync_pending_count();
 }
@@ -258,7 +258,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
 void Executor::run_task(Task& t) {
   if (failed_) {
     error_delivered_ = true;
-    t.work->finish(not_run_error(t));
+    WorkAccess::finish(*t.work, not_run_error(t));
   } else if (t.type == Task::Type::collective) {
     run_collective(t);
   } else {
@@ -361,7 +361,7 @@ void Executor::run_collective(Task& t) {
     }
     fail_group(e);
     error_delivered_ = true;
-    t.work->finish(std::current_exception());
+    WorkAccess::finish(*t.work, std::current_exception());
     return;
   } catch (const std::exception& e) {
     std::string msg = "kolo: " + where(t) + ": internal error: " + e.what();
@@ -369,10 +369,10 @@ void Executor::run_collective(Task& t) {
     group_error_text_ = msg;
     fail_group(msg, -1, ErrorKind::peer);
     error_delivered_ = true;
-    t.work->finish(group_error_);
+    WorkAccess::finish(*t.work, group_error_);
     return;
   }
-  t.work->finish(nullptr);
+  WorkAccess::finish(*t.work, nullptr);
 }
 
 void Executor::post_point_to_point(Task& t) {
@@ -397,7 +397,7 @@ void Executor::check_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Request& r = *it->req;
     if (r.state == Request::State::done) {
-      it->work->finish(nullptr);
+      WorkAccess::finish(*it->work, nullptr);
       it = pending_.erase(it);
       sync_pending_count();
       continue;
@@ -420,7 +420,7 @@ void Executor::check_pending() {
         sync_pending_count();
         fail_group(e);
         error_delivered_ = true;
-        failing.front().work->finish(err);
+        WorkAccess::finish(*failing.front().work, err);
         return;
       }
     }

@@ -25,6 +25,7 @@
 #include "engine/engine_comm.hpp"
 #include "engine/scratch.hpp"
 #include "engine/tags.hpp"
+#include "engine/work_access.hpp"
 #include "kolo/work.hpp"
 
 namespace kolo::engine {

@@ -137,7 +137,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.algo_index = static_cast<uint8_t>(std::find(all.begin(), all.end(), t.algorithm) - all.begin());
   }
   t.args = std::move(args);
-  t.work = std::make_shared<Work>(algo::coll_name(t.args.kind), s.seq);
+  t.work = engine::WorkAccess::make(algo::coll_name(t.args.kind), s.seq);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));

@@ -1,5 +1,7 @@
 #include "kolo/work.hpp"
 
+#include "engine/work_access.hpp"
+
 #include <thread>
 
 #include "common/log.hpp"

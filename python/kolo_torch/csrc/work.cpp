@@ -18,11 +18,11 @@ struct KoloWork::State {
   c10::intrusive_ptr<c10::ivalue::Future> future;
 
   // One part completed (on kolo's completing thread); the last one finishes the operation.
-  void part_done(kolo::Work& w) {
+  void part_done(std::exception_ptr part_error) {
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (!error && w.exception()) error = w.exception();
+      if (!error && part_error) error = part_error;
       if (--remaining > 0) return;
       fn = std::move(finish);
     }
@@ -66,13 +66,9 @@ c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::v
   st->keep = std::move(keep);
   st->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto work = c10::make_intrusive<KoloWork>(rank, type, parts, st);
-  for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(w); });
+  for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(w.exception()); });
   // The extra count: an operation with no kolo part (nothing to move) completes here.
-  struct Done : kolo::Work {
-    Done() : kolo::Work("none", 0) {}
-  };
-  Done none;
-  st->part_done(none);
+  st->part_done(nullptr);
   return work;
 }
 

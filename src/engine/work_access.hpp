@@ -1,0 +1,37 @@
+// How the engine drives a Work, kept out of the public header: it makes Works, ties them to the
+// executor that may run them inline, and finishes them.
+#pragma once
+#include <chrono>
+#include <exception>
+#include <memory>
+
+#include "kolo/work.hpp"
+
+namespace kolo::engine {
+
+// Lets wait() run a still-queued operation on the waiting thread instead of handing it to the
+// group's engine thread and sleeping until that thread is done: a synchronous caller (issue,
+// then wait at once) then pays no thread hand-off at all.
+class WorkRunner {
+ public:
+  virtual ~WorkRunner() = default;
+  // Runs `w`'s operation, and whatever was queued before it, now if none has started and the
+  // engine thread is idle; true if it did. `wait_timeout` is the waiter's own bound.
+  virtual bool run_inline(Work& w, std::chrono::milliseconds wait_timeout) = 0;
+  // Someone polls `w` (is_completed()): the engine thread must not leave it for a waiter.
+  virtual void nudge(Work& w) = 0;
+};
+
+struct WorkAccess {
+  // `op_name` must outlive the Work (a string literal or a static name).
+  static WorkPtr make(const char* op_name, uint64_t seq) { return std::make_shared<Work>(Work::Token{}, op_name, seq); }
+  static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
+  // `ticket` lets the runner find the operation in its queue without searching it.
+  static void set_runner(Work& w, std::weak_ptr<WorkRunner> runner, uint64_t ticket) {
+    w.runner_ = std::move(runner);
+    w.ticket_ = ticket;
+  }
+  static uint64_t ticket(const Work& w) { return w.ticket_; }
+};
+
+}  // namespace kolo::engine
