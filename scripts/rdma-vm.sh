@@ -76,7 +76,7 @@ fi
 [ "$prepare_only" = 1 ] && { echo "rdma-vm: image ready: $img"; exit 0; }
 
 case "$build_dir" in /*) ;; *) build_dir=$repo/$build_dir ;; esac
-for b in tests/collectives/collectives-test tests/collectives/kolo-test-worker tests/ibverbs/kolo-test-ibverbs bench/perf/kolo-perf src/launcher/kolorun; do
+for b in tests/collectives/collectives-test tests/collectives/kolo-test-worker tests/ibverbs/kolo-test-ibverbs tests/transports/kolo-test-transports bench/perf/kolo-perf src/launcher/kolorun; do
   [ -x "$build_dir/$b" ] || { echo "rdma-vm: $build_dir/$b is not built"; echo "0 passed, 1 failed"; exit 1; }
 done
 grep -q "KOLO_HAVE_IBVERBS 1" "$build_dir/transports/ibverbs/ibverbs_config.hpp" 2>/dev/null ||
@@ -120,7 +120,7 @@ extra=$(grep -c '^CHECK FAIL' "$results/guest.log" 2>/dev/null); extra=${extra:-
 if [ ! -f "$results/done" ]; then
   echo "rdma-vm: the guest did not finish (timeout ${timeout_s}s or crash)"; extra=$((extra + 1))
 else
-  for g in gtest.log gtest-ibverbs.log; do
+  for g in gtest.log gtest-ibverbs.log gtest-transports.log; do
     grep -q '^\[==========\].*ran' "$results/$g" 2>/dev/null || { echo "rdma-vm: no GoogleTest summary in $g (crash?)"; extra=$((extra + 1)); }
   done
 fi

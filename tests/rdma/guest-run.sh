@@ -90,6 +90,12 @@ t=$(now)
 echo "kolo-test-ibverbs exit $? after $(( $(now) - t )) s"
 grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) +\]' /results/gtest-ibverbs.log
 
+echo "== kolo-test-transports: the transport conformance suite, for ibverbs"
+t=$(now)
+"$B/tests/transports/kolo-test-transports" --gtest_filter='*/ibverbs' > /results/gtest-transports.log 2>&1
+echo "kolo-test-transports exit $? after $(( $(now) - t )) s"
+grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) +\]' /results/gtest-transports.log
+
 echo "== collectives-test --gtest_filter=$FILTER (KOLO_TRANSPORT=ibverbs)"
 t=$(now)
 "$B/tests/collectives/collectives-test" --gtest_filter="$FILTER" > /results/gtest.log 2>&1
