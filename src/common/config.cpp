@@ -14,6 +14,8 @@ const std::vector<Tunable>& tunables() {
       // Errors and debugging
       {"KOLO_TIMEOUT", "300", "Default timeout of every collective and of connection setup, in seconds (fractions allowed)."},
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
+      {"KOLO_DEBUG_SUBSYS", "ALL", "Subsystems whose INFO/DEBUG/TRACE lines show, as NCCL_DEBUG_SUBSYS: a comma list of INIT, COLL, P2P, NET, SHM, IB, STORE, ENV, ALL; a leading ^ excludes them instead (^NET,SHM). Errors and warnings always show."},
+      {"KOLO_DEBUG_FILE", "", "Write log lines to this file instead of stderr, per process: %h host name, %p pid, %r rank (pid<N> before the rank is known), %% a percent sign."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
       {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},
