@@ -15,6 +15,9 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_TIMEOUT", "300", "Default timeout of every collective and of connection setup, in seconds (fractions allowed)."},
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
       {"KOLO_DEBUG_SUBSYS", "ALL", "Subsystems whose INFO/DEBUG/TRACE lines show, as NCCL_DEBUG_SUBSYS: a comma list of INIT, COLL, P2P, NET, SHM, IB, STORE, ENV, ALL; a leading ^ excludes them instead (^NET,SHM). Errors and warnings always show."},
+      {"KOLO_FR_SIZE", "256", "Flight recorder: how many of the last operations each group keeps (op, seq, size, algorithm, transport, state, times, the peer a stuck one waits for); dumped to KOLO_FR_DIR on a failure or SIGUSR1. 0: off."},
+      {"KOLO_FR_DIR", "/tmp/kolo-flight-recorder", "Where flight-recorder dumps go: <job>.<group>.rank<r>.json and .txt; merge them with kolo-trace."},
+      {"KOLO_TRACE", "", "Write a Chrome trace (chrome://tracing, Perfetto) of every operation of every group to this file when the group ends; %r is the rank, else .rank<r>.json is appended."},
       {"KOLO_DEBUG_FILE", "", "Write log lines to this file instead of stderr, per process: %h host name, %p pid, %r rank (pid<N> before the rank is known), %% a percent sign."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},

@@ -90,6 +90,8 @@ void EngineComm::wait(algo::Req r) {
     if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req), req.peer);
     if (!moved) {
       if (now >= spin_until) {
+        // The slow path: say whom we wait for (the flight recorder shows it if we never return).
+        if (waiting_slot_) waiting_slot_->store(req.peer, std::memory_order_relaxed);
         auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
         ctx_.block(std::min(left, std::chrono::microseconds(50000)));
       } else if (++idle_polls > kPureSpinPolls) {

@@ -2,6 +2,7 @@
 // drives progress while waiting and turns transport failures and deadlines into exceptions that
 // name the peer, the collective and its sequence number.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <string>
@@ -40,6 +41,8 @@ class EngineComm final : public algo::Comm {
 
   // "allreduce #7 on rank 1 of 4 (group default)"
   std::string where() const;
+  // Where to note the peer a slow wait is for (the flight recorder's slot), or null.
+  void set_waiting_slot(std::atomic<int>* slot) { waiting_slot_ = slot; }
 
  private:
   transport::Request& get(algo::Req r);
@@ -58,6 +61,7 @@ class EngineComm final : public algo::Comm {
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
   std::deque<transport::Request> reqs_;  // deque: stable addresses while the transport holds them
+  std::atomic<int>* waiting_slot_ = nullptr;
 };
 
 // Shared with point-to-point handling in the executor.

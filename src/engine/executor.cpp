@@ -26,6 +26,7 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
     : ctx_(std::move(ctx)),
       group_(std::move(group)),
       close_timeout_(close_timeout),
+      fr_(FlightRecorder::from_config(group_.rank, group_.size, group_.name)),
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
       spin_(config::get_int("KOLO_SPIN_US")),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
@@ -56,6 +57,9 @@ void Executor::submit(Task t) {
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
     t.submitted = Clock::now();
     t.ticket = next_ticket_++;
+    if (t.type != Task::Type::close)
+      t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
+                         t.args.bytes(), t.args.root, t.submitted);
     if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
     t.deferred = inline_enabled_ && !t.overlap && t.type == Task::Type::collective &&
                  predict_inline_.load(std::memory_order_relaxed);
@@ -197,11 +201,14 @@ void Executor::fail_group(const std::exception& e) {
 void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind) {
   if (failed_.exchange(true)) return;
   KOLO_LOG(error, reason);
+  fr_->dump(reason);
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   if (!pending_.empty()) error_delivered_ = true;
-  for (auto& p : pending_)
+  for (auto& p : pending_) {
+    fr_->finished(p.fr, false);
     WorkAccess::finish(*p.work, std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
+  }
   pending_.clear();
   sync_pending_count();
 }
@@ -258,6 +265,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
 void Executor::run_task(Task& t) {
   if (failed_) {
     error_delivered_ = true;
+    fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, not_run_error(t));
   } else if (t.type == Task::Type::collective) {
     run_collective(t);
@@ -348,8 +356,11 @@ void Executor::loop() {
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
   EngineComm comm(*ctx_, scratch_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
+  const char* transport = group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self";
+  fr_->started(t.fr, start, transport);
+  if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
-                                             << (group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self")
+                                             << transport
                                              << ", " << t.args.bytes() << " bytes per rank");
   try {
     t.algorithm->run(comm);
@@ -359,6 +370,7 @@ void Executor::run_collective(Task& t) {
       group_error_ = std::current_exception();
       group_error_text_ = e.what();
     }
+    fr_->finished(t.fr, false);
     fail_group(e);
     error_delivered_ = true;
     WorkAccess::finish(*t.work, std::current_exception());
@@ -367,11 +379,13 @@ void Executor::run_collective(Task& t) {
     std::string msg = "kolo: " + where(t) + ": internal error: " + e.what();
     group_error_ = std::make_exception_ptr(Error(msg));
     group_error_text_ = msg;
+    fr_->finished(t.fr, false);
     fail_group(msg, -1, ErrorKind::peer);
     error_delivered_ = true;
     WorkAccess::finish(*t.work, group_error_);
     return;
   }
+  fr_->finished(t.fr, true);
   WorkAccess::finish(*t.work, nullptr);
 }
 
@@ -382,6 +396,8 @@ void Executor::post_point_to_point(Task& t) {
   p.timeout = t.timeout;
   p.deadline = Clock::now() + t.timeout;
   p.where = where(t);
+  p.fr = t.fr;
+  fr_->started(t.fr, Clock::now(), ctx_->transport_name(t.args.root));
   transport::Tag tag = encode(t.stamp);
   size_t bytes = t.args.bytes();
   if (t.args.kind == algo::CollKind::send)
@@ -397,6 +413,7 @@ void Executor::check_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Request& r = *it->req;
     if (r.state == Request::State::done) {
+      fr_->finished(it->fr, true);
       WorkAccess::finish(*it->work, nullptr);
       it = pending_.erase(it);
       sync_pending_count();
@@ -418,6 +435,7 @@ void Executor::check_pending() {
         std::list<Pending> failing;
         failing.splice(failing.begin(), pending_, it);
         sync_pending_count();
+        fr_->finished(failing.front().fr, false);
         fail_group(e);
         error_delivered_ = true;
         WorkAccess::finish(*failing.front().work, err);

@@ -23,6 +23,7 @@
 #include "algorithms/algorithm.hpp"
 #include "engine/context.hpp"
 #include "engine/engine_comm.hpp"
+#include "engine/flight_recorder.hpp"
 #include "engine/scratch.hpp"
 #include "engine/tags.hpp"
 #include "engine/work_access.hpp"
@@ -42,6 +43,7 @@ struct Task {
   bool deferred = false;  // left for the waiting caller to run (see above)
   uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
   std::chrono::steady_clock::time_point submitted;
+  FlightEntry* fr = nullptr;  // its slot in the flight recorder (null when that is off)
 };
 
 class Executor final : public WorkRunner, public std::enable_shared_from_this<Executor> {
@@ -68,6 +70,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout;
     std::string where;
+    FlightEntry* fr = nullptr;
   };
 
   void loop();
@@ -89,6 +92,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   GroupInfo group_;
   std::chrono::milliseconds close_timeout_;
   Scratch scratch_;
+  std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
   std::atomic<int> queued_{0};  // queue_.size(), readable without the lock

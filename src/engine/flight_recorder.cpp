@@ -1,0 +1,252 @@
+#include "engine/flight_recorder.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "common/config.hpp"
+#include "common/log.hpp"
+
+namespace kolo::engine {
+namespace {
+
+const char* state_name(int s) {
+  switch (s) {
+    case FlightEntry::queued: return "queued";
+    case FlightEntry::running: return "running";
+    case FlightEntry::done: return "done";
+    case FlightEntry::failed: return "failed";
+  }
+  return "?";
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+bool write_file(const std::string& path, const std::string& data) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// SIGUSR1: the handler only writes a byte to a pipe; a thread started with the first recorder
+// dumps every live recorder. Installed only if the application left SIGUSR1 alone.
+struct Registry {
+  std::mutex mu;
+  std::vector<const FlightRecorder*> live;
+  int pipe_w = -1;
+  bool started = false;
+};
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: the dumper thread outlives statics
+  return *r;
+}
+
+void on_sigusr1(int) {
+  const int fd = registry().pipe_w;
+  if (fd >= 0) {
+    char one = 1;
+    ssize_t ignored = ::write(fd, &one, 1);
+    (void)ignored;
+  }
+}
+
+void start_dumper_locked(Registry& r) {
+  if (r.started) return;
+  r.started = true;
+  struct sigaction old{};
+  if (::sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;  // not ours
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;
+  r.pipe_w = fds[1];
+  std::thread([rfd = fds[0]] {
+    char byte;
+    while (::read(rfd, &byte, 1) > 0) {
+      std::lock_guard<std::mutex> lk(registry().mu);
+      for (const FlightRecorder* fr : registry().live) fr->dump("SIGUSR1");
+    }
+  }).detach();
+  struct sigaction sa{};
+  sa.sa_handler = on_sigusr1;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+}
+
+std::string per_rank_path(const std::string& pattern, int rank) {
+  const auto at = pattern.find("%r");
+  if (at != std::string::npos) return pattern.substr(0, at) + std::to_string(rank) + pattern.substr(at + 2);
+  return pattern + ".rank" + std::to_string(rank) + ".json";
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t capacity, int rank, int size, std::string group)
+    : ring_(capacity), rank_(rank), size_(size), group_(std::move(group)) {
+  const auto wall = std::chrono::system_clock::now().time_since_epoch();
+  const auto mono = Clock::now().time_since_epoch();
+  wall_offset_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - mono).count();
+  if (capacity == 0) return;
+  const std::string trace = config::get_string("KOLO_TRACE");
+  if (!trace.empty()) trace_path_ = per_rank_path(trace, rank);
+  std::lock_guard<std::mutex> lk(registry().mu);
+  registry().live.push_back(this);
+  start_dumper_locked(registry());
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (!ring_.empty()) {
+    std::lock_guard<std::mutex> lk(registry().mu);
+    auto& live = registry().live;
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
+  if (trace_path_.empty()) return;
+  std::string out = "{\"traceEvents\":[\n";
+  std::lock_guard<std::mutex> lk(trace_mu_);
+  for (size_t i = 0; i < trace_events_.size(); ++i) out += trace_events_[i] + (i + 1 < trace_events_.size() ? ",\n" : "\n");
+  out += "],\"displayTimeUnit\":\"ms\"}\n";
+  if (!write_file(trace_path_, out)) KOLO_LOG(warn, "KOLO_TRACE: cannot write " << trace_path_);
+}
+
+std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, const std::string& group) {
+  const int64_t n = config::get_int("KOLO_FR_SIZE");
+  return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
+}
+
+FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
+                                    Clock::time_point issued) {
+  if (ring_.empty()) return nullptr;
+  FlightEntry& e = ring_[next_.fetch_add(1, std::memory_order_relaxed) % ring_.size()];
+  e.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being rewritten
+  e.seq = seq;
+  e.op = op;
+  e.algorithm = algorithm;
+  e.bytes = bytes;
+  e.root = root;
+  e.issued_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(issued.time_since_epoch()).count();
+  e.state.store(FlightEntry::queued, std::memory_order_relaxed);
+  e.waiting_on.store(-1, std::memory_order_relaxed);
+  e.started_ns.store(0, std::memory_order_relaxed);
+  e.finished_ns.store(0, std::memory_order_relaxed);
+  e.transport.store("", std::memory_order_relaxed);
+  e.version.fetch_add(1, std::memory_order_release);
+  return &e;
+}
+
+void FlightRecorder::started(FlightEntry* e, Clock::time_point when, const char* transport) {
+  if (!e) return;
+  e->started_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count(),
+                      std::memory_order_relaxed);
+  e->transport.store(transport, std::memory_order_relaxed);
+  e->state.store(FlightEntry::running, std::memory_order_release);
+}
+
+void FlightRecorder::finished(FlightEntry* e, bool ok) {
+  if (!e) return;
+  e->finished_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
+                       std::memory_order_relaxed);
+  e->state.store(ok ? FlightEntry::done : FlightEntry::failed, std::memory_order_release);
+  if (!trace_path_.empty()) trace_event(*e);
+}
+
+void FlightRecorder::trace_event(const FlightEntry& e) {
+  const int64_t start = e.started_ns.load() ? e.started_ns.load() : e.issued_ns;
+  std::ostringstream ev;
+  ev << "{\"name\":" << json_string(std::string(e.op) + " #" + std::to_string(e.seq)) << ",\"cat\":\"kolo\",\"ph\":\"X\""
+     << ",\"ts\":" << (start + wall_offset_ns_) / 1000 << ",\"dur\":" << std::max<int64_t>(0, e.finished_ns.load() - start) / 1000
+     << ",\"pid\":" << rank_ << ",\"tid\":" << json_string(group_) << ",\"args\":{\"bytes\":" << e.bytes
+     << ",\"algorithm\":" << json_string(e.algorithm) << ",\"transport\":" << json_string(e.transport.load())
+     << ",\"state\":\"" << state_name(e.state.load()) << "\"}}";
+  std::lock_guard<std::mutex> lk(trace_mu_);
+  trace_events_.push_back(ev.str());
+}
+
+std::vector<FlightRecorder::Snapshot> FlightRecorder::snapshot() const {
+  std::vector<Snapshot> out;
+  const uint64_t n = next_.load(std::memory_order_acquire);
+  const uint64_t first = n > ring_.size() ? n - ring_.size() : 0;
+  for (uint64_t i = first; i < n; ++i) {
+    const FlightEntry& e = ring_[i % ring_.size()];
+    const uint64_t v1 = e.version.load(std::memory_order_acquire);
+    Snapshot s{e.seq, e.op, e.algorithm, e.transport.load(), e.bytes, e.root, e.state.load(), e.waiting_on.load(),
+               e.issued_ns, e.started_ns.load(), e.finished_ns.load()};
+    if ((v1 & 1) || e.version.load(std::memory_order_acquire) != v1) continue;  // rewritten meanwhile
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string FlightRecorder::json(const std::string& reason) const {
+  std::ostringstream o;
+  o << "{\"rank\":" << rank_ << ",\"size\":" << size_ << ",\"group\":" << json_string(group_)
+    << ",\"pid\":" << ::getpid() << ",\"reason\":" << json_string(reason) << ",\"entries\":[";
+  bool first = true;
+  for (const auto& s : snapshot()) {
+    auto wall_us = [&](int64_t ns) { return ns ? (ns + wall_offset_ns_) / 1000 : 0; };
+    o << (first ? "\n" : ",\n") << "{\"seq\":" << s.seq << ",\"op\":" << json_string(s.op) << ",\"bytes\":" << s.bytes
+      << ",\"root\":" << s.root << ",\"algorithm\":" << json_string(s.algorithm) << ",\"transport\":"
+      << json_string(s.transport) << ",\"state\":\"" << state_name(s.state) << "\",\"waiting_on\":" << s.waiting_on
+      << ",\"issued_us\":" << wall_us(s.issued_ns) << ",\"started_us\":" << wall_us(s.started_ns)
+      << ",\"finished_us\":" << wall_us(s.finished_ns) << "}";
+    first = false;
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
+std::string FlightRecorder::text(const std::string& reason) const {
+  std::ostringstream o;
+  o << "kolo flight recorder: rank " << rank_ << " of " << size_ << ", group " << group_ << ", pid " << ::getpid()
+    << "; dumped because: " << reason << "\n";
+  for (const auto& s : snapshot()) {
+    o << "  " << s.op << " #" << s.seq << "  " << s.bytes << " B  " << (s.algorithm.empty() ? "-" : s.algorithm) << "/"
+      << (s.transport.empty() ? "-" : s.transport) << "  " << state_name(s.state);
+    if (s.state == FlightEntry::running && s.waiting_on >= 0) o << ", waiting for rank " << s.waiting_on;
+    if (s.finished_ns) o << "  " << (s.finished_ns - (s.started_ns ? s.started_ns : s.issued_ns)) / 1000 << " us";
+    o << "\n";
+  }
+  return o.str();
+}
+
+std::string FlightRecorder::dump(const std::string& reason) const {
+  if (ring_.empty()) return "";
+  const std::string dir = config::get_string("KOLO_FR_DIR");
+  ::mkdir(dir.c_str(), 0755);
+  std::string safe_group;
+  for (char c : group_) safe_group += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
+  std::string job;
+  for (char c : config::get_string("KOLO_JOB_ID")) job += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  const std::string base = dir + "/" + (job.empty() ? "" : job + ".") + safe_group + ".rank" + std::to_string(rank_);
+  if (!write_file(base + ".json", json(reason)) || !write_file(base + ".txt", text(reason))) {
+    KOLO_LOG(warn, "flight recorder: cannot write " << base << ".json/.txt");
+    return "";
+  }
+  KOLO_LOG(warn, "flight recorder: wrote " << base << ".json and .txt (" << reason << "); merge every rank's with kolo-trace "
+                                           << dir);
+  return base + ".json";
+}
+
+}  // namespace kolo::engine

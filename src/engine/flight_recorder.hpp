@@ -1,0 +1,82 @@
+// The flight recorder: each group keeps its last KOLO_FR_SIZE operations (what, how big, which
+// algorithm, state, when, and which peer a stuck one waits for) in a ring allocated once. When
+// the group fails (a timeout, a dead or mismatched peer) or the process gets SIGUSR1, it writes
+// them to KOLO_FR_DIR as JSON and text; scripts/kolo-trace merges the dumps of all ranks and says
+// which rank is behind, in which collective. With KOLO_TRACE=file it also writes a Chrome trace
+// (Perfetto) of every operation when the group ends.
+//
+// Cost on the hot path (KOLO_FR_SIZE > 0): no allocation, no lock; per operation a slot write at
+// issue (with the issue time the executor reads anyway), a start and a finish mark, and one extra
+// steady-clock read at the finish. The waited-for peer is written only on a wait's slow path.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kolo::engine {
+
+struct FlightEntry {
+  enum State : int { queued = 0, running = 1, done = 2, failed = 3 };
+  std::atomic<uint64_t> version{0};  // odd while the fixed fields are being rewritten
+  // Fixed at issue.
+  uint64_t seq = 0;
+  const char* op = "";         // static names
+  const char* algorithm = "";
+  uint64_t bytes = 0;
+  int root = -1;
+  int64_t issued_ns = 0;       // steady clock
+  // Updated as the operation moves.
+  std::atomic<int> state{queued};
+  std::atomic<int> waiting_on{-1};
+  std::atomic<int64_t> started_ns{0};
+  std::atomic<int64_t> finished_ns{0};
+  std::atomic<const char*> transport{""};
+};
+
+class FlightRecorder {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // capacity 0: off (every call is a no-op and record() returns null).
+  FlightRecorder(size_t capacity, int rank, int size, std::string group);
+  ~FlightRecorder();  // writes the Chrome trace when KOLO_TRACE is set
+  static std::unique_ptr<FlightRecorder> from_config(int rank, int size, const std::string& group);
+
+  FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
+                      Clock::time_point issued);
+  void started(FlightEntry* e, Clock::time_point when, const char* transport);
+  void finished(FlightEntry* e, bool ok);
+
+  // The ring as JSON / text, oldest first; `reason` says why it was dumped.
+  std::string json(const std::string& reason) const;
+  std::string text(const std::string& reason) const;
+  // Writes both to KOLO_FR_DIR; returns the JSON file's path ("" when off or on error).
+  std::string dump(const std::string& reason) const;
+
+ private:
+  struct Snapshot {
+    uint64_t seq;
+    std::string op, algorithm, transport;
+    uint64_t bytes;
+    int root, state, waiting_on;
+    int64_t issued_ns, started_ns, finished_ns;
+  };
+  std::vector<Snapshot> snapshot() const;
+  void trace_event(const FlightEntry& e);
+
+  std::vector<FlightEntry> ring_;
+  std::atomic<uint64_t> next_{0};
+  int rank_, size_;
+  std::string group_;
+  // Wall time of the steady clock's zero, so dumps of different ranks share a time base.
+  int64_t wall_offset_ns_;
+  std::string trace_path_;        // KOLO_TRACE, per rank
+  std::mutex trace_mu_;
+  std::vector<std::string> trace_events_;  // only with KOLO_TRACE
+};
+
+}  // namespace kolo::engine
