@@ -96,6 +96,19 @@ void start_dumper_locked(Registry& r) {
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// KOLO_TRACE's events, for the whole process: every group appends (its name is the event's
+// thread), and the last group to end writes the file (again, with more events, if another
+// group starts and ends later).
+struct TraceSink {
+  std::mutex mu;
+  std::vector<std::string> events;
+  int live_groups = 0;
+};
+TraceSink& trace_sink() {
+  static TraceSink* t = new TraceSink;
+  return *t;
+}
+
 std::string per_rank_path(const std::string& pattern, int rank) {
   const auto at = pattern.find("%r");
   if (at != std::string::npos) return pattern.substr(0, at) + std::to_string(rank) + pattern.substr(at + 2);
@@ -111,7 +124,11 @@ FlightRecorder::FlightRecorder(size_t capacity, int rank, int size, std::string 
   wall_offset_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - mono).count();
   if (capacity == 0) return;
   const std::string trace = config::get_string("KOLO_TRACE");
-  if (!trace.empty()) trace_path_ = per_rank_path(trace, rank);
+  if (!trace.empty()) {
+    trace_path_ = per_rank_path(trace, rank);
+    std::lock_guard<std::mutex> lk(trace_sink().mu);
+    ++trace_sink().live_groups;
+  }
   std::lock_guard<std::mutex> lk(registry().mu);
   registry().live.push_back(this);
   start_dumper_locked(registry());
@@ -124,9 +141,11 @@ FlightRecorder::~FlightRecorder() {
     live.erase(std::remove(live.begin(), live.end(), this), live.end());
   }
   if (trace_path_.empty()) return;
+  TraceSink& sink = trace_sink();
+  std::lock_guard<std::mutex> lk(sink.mu);
+  if (--sink.live_groups > 0) return;
   std::string out = "{\"traceEvents\":[\n";
-  std::lock_guard<std::mutex> lk(trace_mu_);
-  for (size_t i = 0; i < trace_events_.size(); ++i) out += trace_events_[i] + (i + 1 < trace_events_.size() ? ",\n" : "\n");
+  for (size_t i = 0; i < sink.events.size(); ++i) out += sink.events[i] + (i + 1 < sink.events.size() ? ",\n" : "\n");
   out += "],\"displayTimeUnit\":\"ms\"}\n";
   if (!write_file(trace_path_, out)) KOLO_LOG(warn, "KOLO_TRACE: cannot write " << trace_path_);
 }
@@ -180,8 +199,8 @@ void FlightRecorder::trace_event(const FlightEntry& e) {
      << ",\"pid\":" << rank_ << ",\"tid\":" << json_string(group_) << ",\"args\":{\"bytes\":" << e.bytes
      << ",\"algorithm\":" << json_string(e.algorithm) << ",\"transport\":" << json_string(e.transport.load())
      << ",\"state\":\"" << state_name(e.state.load()) << "\"}}";
-  std::lock_guard<std::mutex> lk(trace_mu_);
-  trace_events_.push_back(ev.str());
+  std::lock_guard<std::mutex> lk(trace_sink().mu);
+  trace_sink().events.push_back(ev.str());
 }
 
 std::vector<FlightRecorder::Snapshot> FlightRecorder::snapshot() const {

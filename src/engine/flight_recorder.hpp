@@ -74,9 +74,7 @@ class FlightRecorder {
   std::string group_;
   // Wall time of the steady clock's zero, so dumps of different ranks share a time base.
   int64_t wall_offset_ns_;
-  std::string trace_path_;        // KOLO_TRACE, per rank
-  std::mutex trace_mu_;
-  std::vector<std::string> trace_events_;  // only with KOLO_TRACE
+  std::string trace_path_;  // KOLO_TRACE, per rank (the events go to a process-wide list)
 };
 
 }  // namespace kolo::engine
