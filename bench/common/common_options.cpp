@@ -1,6 +1,8 @@
 #include "common_options.hpp"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "collective_specs.hpp"
@@ -70,6 +72,11 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
     if (arg == "-h" || arg == "--help") {
       o.help = true;
       continue;
+    }
+    if (arg == "--version") {
+      const char* slash = std::strrchr(argv[0], '/');
+      std::printf("%s (kolo) %s\n", slash ? slash + 1 : argv[0], KOLO_VERSION);
+      std::exit(0);
     }
     if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) {
       positional.push_back(arg);

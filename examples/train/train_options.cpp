@@ -1,6 +1,7 @@
 #include "train_options.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -93,6 +94,10 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     if (flag == "--help" || flag == "-h") {
       o.help = true;
       continue;
+    }
+    if (flag == "--version") {
+      std::printf("kolo-train (kolo) %s\n", KOLO_VERSION);
+      std::exit(0);
     }
     if (flag == "--resume") {
       o.resume = true;

@@ -41,6 +41,6 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
   return ProcessGroup::create(store, env.rank, env.world_size, opts);
 }
 
-const char* version_string() { return "kolo 0.1.0"; }
+const char* version_string() { return "kolo " KOLO_VERSION; }  // KOLO_VERSION: meson.build's project version
 
 }  // namespace kolo

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options.show_version) {
-    std::printf("kolorun (kolo) %s\n", KOLORUN_VERSION);
+    std::printf("kolorun (kolo) %s\n", KOLO_VERSION);
     return 0;
   }
   try {

@@ -101,6 +101,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
         name = arg.substr(0, eq);
         attached = arg.substr(eq + 1);
       }
+    } else if (arg == "-np") {
+      name = arg;  // mpirun's spelling: a whole word, not -n with "p" attached
     } else if (arg.size() > 2) {
       name = arg.substr(0, 2);
       attached = arg.substr(2);
@@ -110,7 +112,9 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
       if (attached) throw InvalidArgument(name + " takes no value");
     };
 
-    if (name == "-n" || name == "--nproc") {
+    // -n / --nproc, and the habits of mpirun (-np) and torchrun (--nproc_per_node / --nproc-per-node:
+    // one machine here, so all ranks are on this node).
+    if (name == "-n" || name == "--nproc" || name == "-np" || name == "--nproc_per_node" || name == "--nproc-per-node") {
       options.nproc = parse_int_in_range(name, take_value(name, attached), 1, kMaxProcesses);
       have_nproc = true;
     } else if (name == "-t" || name == "--tag-output") {
@@ -150,7 +154,8 @@ std::string usage_text() {
          "TORCHELASTIC_RUN_ID and KOLO_SECRET set, and supervises them.\n"
          "\n"
          "Options:\n"
-         "  -n, --nproc N          number of ranks to start (1.." + std::to_string(kMaxProcesses) + ", required)\n"
+         "  -n, --nproc N          number of ranks to start (1.." + std::to_string(kMaxProcesses) + ", required);\n"
+         "                         also spelled -np N (mpirun) or --nproc_per_node N (torchrun)\n"
          "  -t, --tag-output       prefix every output line with \"[rank]: \"\n"
          "      --timeout SECONDS  stop the whole job and fail if it runs longer\n"
          "      --master-addr ADDR MASTER_ADDR for the ranks (default 127.0.0.1)\n"

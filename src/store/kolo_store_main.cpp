@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
+    if (arg == "--version" || arg == "-V") {
+      std::printf("kolo-store (kolo) %s\n", KOLO_VERSION);
+      return 0;
+    }
     if ((arg == "--host" || arg == "--port") && i + 1 < argc) {
       const char* value = argv[++i];
       if (arg == "--host") {

@@ -38,6 +38,15 @@ TEST(KolorunOptions, AttachedShortValueAndLongNproc) {
   EXPECT_EQ(defaults.master_addr, "127.0.0.1");
 }
 
+TEST(KolorunOptions, MpirunAndTorchrunSpellingsOfTheRankCount) {
+  EXPECT_EQ(parse({"-np", "4", "p"}).nproc, 4);
+  EXPECT_EQ(parse({"--nproc_per_node", "2", "p"}).nproc, 2);
+  EXPECT_EQ(parse({"--nproc-per-node=3", "p"}).nproc, 3);
+  EXPECT_EQ(parse({"--nproc_per_node=5", "p"}).program, std::vector<std::string>{"p"});
+  EXPECT_THROW(parse({"-np"}), InvalidArgument) << "a value is needed";
+  EXPECT_THROW(parse({"-np", "0", "p"}), InvalidArgument);
+}
+
 TEST(KolorunOptions, DoubleDashEndsOptions) {
   LaunchOptions o = parse({"-n", "2", "--", "-weird-program", "--help"});
   EXPECT_EQ(o.program, (std::vector<std::string>{"-weird-program", "--help"}));
