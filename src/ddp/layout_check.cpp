@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/hash.hpp"
 #include "ddp/compression.hpp"
 #include "kolo/error.hpp"
 
@@ -87,11 +88,7 @@ Layout decode(const uint8_t* data, size_t size) {
   return l;
 }
 
-uint64_t fnv1a(const std::vector<uint8_t>& bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
-  return h;
-}
+uint64_t fnv1a(const std::vector<uint8_t>& bytes) { return common::fnv1a(bytes.data(), bytes.size()); }
 
 std::string param_text(const DdpParam& p) {
   return "'" + p.name + "' at offset " + std::to_string(p.offset) + " with " + std::to_string(p.count) + " elements";

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 
+#include "common/hash.hpp"
 #include "kolo/error.hpp"
 #include "kolo/process_group.hpp"
 
@@ -85,14 +86,7 @@ uint16_t port_from_env(std::optional<uint16_t> fallback) {
   return fallback.value_or(kDefaultPort);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t fnv1a(const std::string& s) { return common::fnv1a(s); }
 
 std::optional<uint16_t> port_from_job_id(const std::optional<std::string>& job_id) {
   if (!job_id) return std::nullopt;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/hash.hpp"
+
 namespace kolo::transport {
 
 const char* hello_status_text(HelloStatus s) {
@@ -16,15 +18,7 @@ const char* hello_status_text(HelloStatus s) {
   return "unknown";
 }
 
-uint64_t group_hash(const std::string& prefix) {
-  // FNV-1a: only needs to tell groups apart, not resist attackers (the secret proof does that).
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : prefix) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t group_hash(const std::string& prefix) { return common::fnv1a(prefix); }
 
 std::string errno_text(int err) {
   char buf[256];
