@@ -38,5 +38,6 @@ void scenario_work_api(WorkerContext& ctx);
 void scenario_who_runs(WorkerContext& ctx);
 void scenario_fr_stall(WorkerContext& ctx);      // rank 1 stalls: the others time out and dump
 void scenario_fr_sigusr1(WorkerContext& ctx);    // SIGUSR1 dumps a live job
+void scenario_random(WorkerContext& ctx);           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
 
 }  // namespace kolo::coltest

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -44,6 +45,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"who-runs", scenario_who_runs},
       {"fr-stall", scenario_fr_stall},
       {"fr-sigusr1", scenario_fr_sigusr1},
+      {"random", scenario_random},
   };
   return table;
 }
@@ -96,10 +98,15 @@ int main(int argc, char** argv) {
     scenarios().at(scenario)(ctx);
     if (ctx.group) ctx.group->shutdown();
   } catch (const std::exception& e) {
+    // When kolo raised, on the clock every process shares (steady_clock is CLOCK_MONOTONIC):
+    // the chaos trials time the error itself, not the teardown after it.
+    const auto raised_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch()).count();
     const bool from_kolo = dynamic_cast<const kolo::Error*>(&e) != nullptr;
     std::fprintf(stderr, "ERROR rank %d [%s%s%s]: %s: %s\n", ctx.rank, scenario.c_str(),
                  ctx.log.current_case().empty() ? "" : ": ", ctx.log.current_case().c_str(), error_kind(e).c_str(),
                  e.what());
+    std::fprintf(stderr, "raised at steady_clock %lld ns\n", static_cast<long long>(raised_ns));
     std::fflush(stderr);
     if (ctx.group) ctx.group->abort(std::string("kolo-test-worker failed: ") + e.what());
     return from_kolo ? 2 : 4;

@@ -389,14 +389,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     s.peer_pid = pids[static_cast<size_t>(peer)];
     s.peer_reads_us = r.can_read_you != 0;
     s.cma_min_bytes = g.cma_min_bytes;
-    int fd = s.sock.get();
-    dev->pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(dev, std::move(s));
-    dev->list_.push_back(dev->pairs_[static_cast<size_t>(peer)].get());
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u32 = static_cast<uint32_t>(peer);
-    if (::epoll_ctl(dev->epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-      throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
+    dev->add_pair(std::move(s));
   }
   KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("
                                        << total << " bytes, " << g.nslots << " slots of " << g.slot_bytes << " bytes per ring)");

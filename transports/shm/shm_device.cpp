@@ -46,6 +46,24 @@ ShmDevice::ShmDevice(int size, transport::FailureSink* sink) : pairs_(static_cas
 
 ShmDevice::~ShmDevice() = default;
 
+void ShmDevice::add_pair(PairSetup s) {
+  const int peer = s.peer;
+  const int fd = s.sock.get();
+  pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(this, std::move(s));
+  list_.push_back(pairs_[static_cast<size_t>(peer)].get());
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u32 = static_cast<uint32_t>(peer);
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
+}
+
+std::unique_ptr<ShmDevice> ShmDevice::adopt(int size, transport::FailureSink* sink, PairSetup s) {
+  std::unique_ptr<ShmDevice> dev(new ShmDevice(size, sink));
+  dev->add_pair(std::move(s));
+  return dev;
+}
+
 bool ShmDevice::reaches(const transport::Bootstrap& b, int peer) {
   if (peer < 0 || b.rank < 0) return false;
   size_t p = static_cast<size_t>(peer), me = static_cast<size_t>(b.rank);

@@ -28,6 +28,10 @@ class ShmDevice final : public transport::Device {
   static std::unique_ptr<transport::Device> connect(const transport::Bootstrap& b, const std::vector<int>& peers);
   // Whether rank `peer` shares this rank's host (same host identity in the bootstrap).
   static bool reaches(const transport::Bootstrap& b, int peer);
+  // A device over one pair whose rings and socket are already set up: lets the ring tests and
+  // the ring fuzzer (tests/fuzz/fuzz_shm_ring.cpp) play a peer writing slots, with no store,
+  // handshake or segment.
+  static std::unique_ptr<ShmDevice> adopt(int size, transport::FailureSink* sink, PairSetup s);
   ~ShmDevice() override;
 
   const char* name() const override { return "shm"; }
@@ -51,6 +55,7 @@ class ShmDevice final : public transport::Device {
   static void connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers, ShmDevice* dev,
                                std::vector<std::string>* peer_names);
   ShmDevice(int size, transport::FailureSink* sink);
+  void add_pair(PairSetup s);  // makes the pair and watches its control socket
 
   bool progress_pairs();
   bool check_sockets();

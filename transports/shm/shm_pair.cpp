@@ -202,8 +202,10 @@ bool ShmPair::pump_recvs() {
       continue;
     }
     // The next piece of a message that earlier slots began.
+    // len comes from the peer: a continuation longer than a slot's payload would copy past the
+    // slot (and past the segment's end), however much of the message is left.
     const uint32_t len = h->len;
-    if (h->kind != SlotKind::more || len > left_) {
+    if (h->kind != SlotKind::more || len > left_ || len > in_.payload_bytes()) {
       fail(Failure::io_error, "corrupt shared-memory ring from " + rank_name(peer_) + " (bad continuation slot)");
       break;
     }

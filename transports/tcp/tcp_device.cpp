@@ -41,6 +41,12 @@ TcpDevice::~TcpDevice() {
   }
 }
 
+std::unique_ptr<TcpDevice> TcpDevice::adopt(int size, transport::FailureSink* sink, int peer, Fd fd) {
+  std::unique_ptr<TcpDevice> dev(new TcpDevice(size, sink));
+  dev->add_pair(peer, std::move(fd));
+  return dev;
+}
+
 void TcpDevice::add_pair(int peer, Fd fd) {
   set_nonblocking(fd.get());
   tune_data_socket(fd.get(), static_cast<int>(config::get_int("KOLO_SOCKET_BUFFER_BYTES")));

@@ -13,6 +13,9 @@ namespace kolo::tcp {
 class TcpDevice final : public transport::Device {
  public:
   static std::unique_ptr<transport::Device> connect(const transport::Bootstrap& b, const std::vector<int>& peers);
+  // A device over a connection to `peer` that is already set up (its handshake done): lets the
+  // frame fuzzer (tests/fuzz/fuzz_tcp_frames.cpp) feed a pair bytes without a store or a handshake.
+  static std::unique_ptr<TcpDevice> adopt(int size, transport::FailureSink* sink, int peer, Fd fd);
   ~TcpDevice() override;
 
   const char* name() const override { return "tcp"; }
