@@ -10,8 +10,8 @@ namespace kolo::algo {
 struct Algorithm {
   const char* name;   // what KOLO_ALGO / Options.algorithm say: "ring", "tree", "direct", ...
   CollKind kind;
-  // Whether it can run these arguments on `nranks` ranks (null: always).
-  bool (*supports)(const CollArgs& args, int nranks);
+  // Whether it can run these arguments on a group placed on hosts like this (null: always).
+  bool (*supports)(const CollArgs& args, const HostLayout& hosts);
   void (*run)(Comm& comm);
 };
 
@@ -29,9 +29,11 @@ struct SelectionTunables {
   std::string algo;            // KOLO_ALGO
   static SelectionTunables from_config();
 };
-const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested,
+// `hosts` says which ranks share a host: groups that span hosts with several ranks on a host
+// take the hierarchical algorithms ("hier") above the small-message threshold.
+const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
                                   const SelectionTunables& tunables);
-// The same, reading the tunables now.
+// The same for `nranks` ranks on one host, reading the tunables now.
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested);
 
 }  // namespace kolo::algo

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <span>
 #include "algorithms/collective.hpp"
+#include "algorithms/host_layout.hpp"
 
 namespace kolo::algo {
 
@@ -26,6 +27,8 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const CollArgs& args() const = 0;
+  // Which ranks share a host (hierarchical algorithms read it; the others need not).
+  virtual const HostLayout& hosts() const = 0;
 
   // Non-blocking point-to-point. Buffers stay untouched by the algorithm until wait() returns.
   // A zero-byte message is legal and still matched.

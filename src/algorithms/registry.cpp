@@ -16,6 +16,7 @@ extern const Algorithm kAlltoallPairwise, kAlltoallvPairwise;
 extern const Algorithm kBarrierDissemination;
 extern const Algorithm kSendDirect, kRecvDirect;
 extern const Algorithm kAllreduceTwoshot;
+extern const Algorithm kAllreduceHier, kBroadcastHier, kAllgatherHier, kReduceScatterHier;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -30,6 +31,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kBarrierDissemination,
       &kSendDirect,        &kRecvDirect,
       &kAllreduceTwoshot,
+      &kAllreduceHier,     &kBroadcastHier,      &kAllgatherHier,     &kReduceScatterHier,
   };
   return list;
 }

@@ -20,6 +20,10 @@
 //                   (no block is forwarded twice)
 //   alltoall(v): pairwise; barrier: dissemination; send, recv: direct.
 // With one rank every algorithm is a local copy; the small-message choice is taken.
+// A group spread over several hosts with several ranks on some host (HostLayout::hierarchical)
+// takes "hier" for allreduce and broadcast above KOLO_SMALL_BYTES, and for allgather and
+// reduce_scatter too when its hosts hold equal consecutive blocks of ranks; the small-message
+// choices stay (they are latency-bound, and rd/direct already take log2 P or one round).
 #include <string>
 #include <vector>
 
@@ -109,10 +113,19 @@ const Algorithm& named(CollKind kind, const char* name) {
   return *a;
 }
 
-const Algorithm& automatic(const CollArgs& args, int nranks, const SelectionTunables& t) {
+bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
+  return a.supports == nullptr || a.supports(args, hosts);
+}
+
+const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const SelectionTunables& t) {
+  const int nranks = hosts.size();
   const auto bytes = static_cast<int64_t>(args.bytes());
   const int64_t small = t.small_bytes;
   const bool is_small = nranks == 1 || bytes <= small;
+  if (!is_small && hosts.hierarchical()) {
+    const Algorithm* hier = find_algorithm(args.kind, "hier");
+    if (hier != nullptr && usable(*hier, args, hosts)) return *hier;
+  }
   switch (args.kind) {
     case CollKind::allreduce:
       if (is_small) return named(args.kind, "rd");
@@ -146,21 +159,21 @@ SelectionTunables SelectionTunables::from_config() {
   return t;
 }
 
-const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested,
+const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
                                   const SelectionTunables& tunables) {
   const std::string& spec = requested.empty() ? tunables.algo : requested;
   if (!spec.empty()) {
     const std::string name = requested_name(args.kind, spec);
     if (!name.empty()) {
       const Algorithm* a = find_algorithm(args.kind, name);
-      if (a != nullptr && (a->supports == nullptr || a->supports(args, nranks))) return *a;
+      if (a != nullptr && usable(*a, args, hosts)) return *a;
     }
   }
-  return automatic(args, nranks, tunables);
+  return automatic(args, hosts, tunables);
 }
 
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {
-  return select_algorithm(args, nranks, requested, SelectionTunables::from_config());
+  return select_algorithm(args, HostLayout::single_host(nranks), requested, SelectionTunables::from_config());
 }
 
 }  // namespace kolo::algo

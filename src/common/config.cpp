@@ -22,12 +22,13 @@ const std::vector<Tunable>& tunables() {
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
       {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},
-      {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct)."},
+      {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct); above it, groups spanning hosts use the hierarchical ones (hier)."},
       {"KOLO_TREE_MAX_BYTES", "262144", "All-reduce uses the double binary tree up to this many bytes, the ring above."},
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
       // Bootstrap and TCP
       {"KOLO_SECRET", "", "Shared job secret, proved (HMAC-SHA256 challenge-response, never sent) on every connection. Empty: rank 0 makes one and shares it through the store, and a warning says the job is unauthenticated."},
       {"KOLO_STORE_PROTOCOL", "auto", "Dialect of c10d's TCPStore protocol that init_from_env's store client speaks: auto (ask the server: one VALIDATE+PING probe), torch1 (torch <= 2.0, e.g. Debian's 1.13), torch2 (torch >= 2.1). kolo's own server understands both."},
+      {"KOLO_HOST_ID", "", "Which host this rank is on, as ranks compare it: equal ids share memory (shm transport) and a host in the hierarchical algorithms. Empty: detected (host name and kernel boot id). Set it to split one machine into pretend hosts, or to join containers that share memory."},
       {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},

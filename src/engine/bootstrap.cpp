@@ -46,6 +46,9 @@ Secret agree_secret(Store& store, const std::string& prefix, int rank, const std
 }
 
 std::string host_identity() {
+  // An explicit id wins ("id:" keeps it apart from any detected one).
+  const std::string forced = config::get_string("KOLO_HOST_ID");
+  if (!forced.empty()) return "id:" + forced;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   std::string boot;

@@ -18,6 +18,7 @@ struct GroupInfo {
   std::string name;  // for messages
   int rank = 0;
   int size = 1;
+  algo::HostLayout hosts;  // which ranks share a host (from the bootstrap's host identities)
 };
 
 class EngineComm final : public algo::Comm {
@@ -29,6 +30,7 @@ class EngineComm final : public algo::Comm {
   int rank() const override { return group_.rank; }
   int size() const override { return group_.size; }
   const algo::CollArgs& args() const override { return args_; }
+  const algo::HostLayout& hosts() const override { return group_.hosts; }
   algo::Req isend(int peer, const void* buf, size_t bytes) override;
   algo::Req irecv(int peer, void* buf, size_t bytes) override;
   void wait(algo::Req r) override;
@@ -52,7 +54,7 @@ class EngineComm final : public algo::Comm {
 
   Context& ctx_;
   Scratch& scratch_;
-  GroupInfo group_;
+  const GroupInfo& group_;  // the executor's, which outlives every collective it runs
   algo::CollArgs args_;
   Stamp stamp_;
   transport::Tag tag_;

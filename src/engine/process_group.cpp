@@ -36,6 +36,7 @@ struct ProcessGroup::Impl {
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
   std::vector<std::string> host_ids;
+  algo::HostLayout hosts;  // host_ids as algorithms see them (selection, hierarchical algorithms)
   algo::SelectionTunables selection = algo::SelectionTunables::from_config();  // read once per group
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
 
@@ -75,7 +76,10 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->recv_seq.assign(static_cast<size_t>(size), 0);
   auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + timeout, transport);
   impl->host_ids = connected.host_ids;
-  impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size}, timeout);
+  impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
+                                                                   : algo::HostLayout::single_host(size);
+  impl->executor =
+      std::make_shared<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size, impl->hosts}, timeout);
   return impl;
 }
 
@@ -113,7 +117,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   engine::Task t;
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   bool p2p = args.kind == CollKind::send || args.kind == CollKind::recv;
-  if (!p2p) t.algorithm = &algo::select_algorithm(args, size, opts.algorithm, selection);
+  if (!p2p) t.algorithm = &algo::select_algorithm(args, hosts, opts.algorithm, selection);
   std::lock_guard<std::mutex> lk(mu);
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
   engine::Stamp& s = t.stamp;

@@ -56,7 +56,16 @@ struct ThreadWorld::State {
   std::string failure;
   std::string label;
 
-  State(int nranks, HarnessOptions o) : n(nranks), opts(o), wakeups(static_cast<size_t>(nranks)) { reset(""); }
+  algo::HostLayout layout;
+
+  State(int nranks, HarnessOptions o) : n(nranks), opts(o), wakeups(static_cast<size_t>(nranks)) {
+    std::vector<int> hosts = opts.hosts;
+    if (hosts.empty())
+      for (int r = 0; r < n; ++r) hosts.push_back(r / 2);
+    if (static_cast<int>(hosts.size()) != n) throw std::invalid_argument("HarnessOptions::hosts needs one entry per rank");
+    layout = algo::HostLayout::from_indices(hosts);
+    reset("");
+  }
 
   void reset(const std::string& l) {
     const auto pairs = static_cast<size_t>(n) * static_cast<size_t>(n);
@@ -98,6 +107,7 @@ class ThreadComm final : public algo::Comm {
   int rank() const override { return rank_; }
   int size() const override { return s_.n; }
   const algo::CollArgs& args() const override { return args_; }
+  const algo::HostLayout& hosts() const override { return s_.layout; }
   algo::Req isend(int peer, const void* buf, size_t bytes) override { return post(true, peer, buf, nullptr, bytes); }
   algo::Req irecv(int peer, void* buf, size_t bytes) override { return post(false, peer, nullptr, buf, bytes); }
 

@@ -30,6 +30,10 @@ namespace kolo::testing {
 struct HarnessOptions {
   size_t chunk_bytes = 64;  // small, so the chunked and pipelined paths run on small data
   std::chrono::milliseconds deadline{5000};  // per wait: far above any legitimate wait here
+  // Host index of each rank, as Comm::hosts() reports it. Empty: pretend hosts of two
+  // consecutive ranks (0,1), (2,3), ... (the last alone for an odd count), so every suite runs
+  // the hierarchical algorithms across hosts, with a one-rank host when the count is odd.
+  std::vector<int> hosts{};
 };
 
 class ThreadWorld {
