@@ -28,7 +28,8 @@ const std::vector<Tunable>& tunables() {
       // Bootstrap and TCP
       {"KOLO_SECRET", "", "Shared job secret, proved (HMAC-SHA256 challenge-response, never sent) on every connection. Empty: rank 0 makes one and shares it through the store, and a warning says the job is unauthenticated."},
       {"KOLO_STORE_PROTOCOL", "auto", "Dialect of c10d's TCPStore protocol that init_from_env's store client speaks: auto (ask the server: one VALIDATE+PING probe), torch1 (torch <= 2.0, e.g. Debian's 1.13), torch2 (torch >= 2.1). kolo's own server understands both."},
-      {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for peers. Empty: 127.0.0.1 when every rank is on this host, else the host's first non-loopback IPv4 address."},
+      {"KOLO_SOCKET_IFADDR", "", "Address this rank listens on for its TCP peers and advertises to them; takes precedence over KOLO_SOCKET_IFNAME. Empty: chosen by KOLO_SOCKET_IFNAME, else 127.0.0.1 when every rank is on this host, else the first up non-loopback IPv4 address."},
+      {"KOLO_SOCKET_IFNAME", "", "Interface whose IPv4 address the TCP transport listens on and advertises, as NCCL_SOCKET_IFNAME: comma list of name prefixes (eth,ib), =eth0 for exact names, ^docker,lo for all but those. Empty: see KOLO_SOCKET_IFADDR."},
       {"KOLO_SOCKET_BUFFER_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF for peer sockets (0 leaves the kernel's autotuning alone)."},
       {"KOLO_SPIN_US", "200", "How long a waiting rank polls (yielding the core between polls) before it sleeps in poll(2)."},
       {"KOLO_INLINE", "1", "1: while callers wait right after issuing, a collective runs on the caller's thread inside wait() instead of the group's engine thread (no thread hand-off). 0: always on the engine thread."},
