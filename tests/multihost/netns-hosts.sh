@@ -123,6 +123,9 @@ up() {
     fi
     mkdir -p "/etc/netns/$h"
     cp "$hosts_file" "/etc/netns/$h/hosts"
+    # No DNS server but loopback's (none): a name outside the list fails at once, and no query
+    # can leave for a real resolver.
+    : > "/etc/netns/$h/resolv.conf"
     ports+="${ports:+,}p$i"
   done
   if [ "$impaired" -eq 1 ]; then
