@@ -226,7 +226,7 @@ lose_host() {  # lose_host cut|crash TRIAL -> appends "trial worst_ms named_lost
   local pids=()
   for ((r = 0; r < n; r++)); do
     in_host $r env RANK=$r WORLD_SIZE=$n MASTER_ADDR=kolo-h0 MASTER_PORT=29640 KOLO_TIMEOUT=$timeout_s \
-      timeout 120 "$PERF" allreduce -b 64K -e 64K -c 0 -w 1 -n 100000000 > "$WORK/rank$r" 2>&1 &
+      timeout 120 "$PERF" allreduce -b 64K -e 64K -c 0 -z 1 -w 1 -n 100000000 > "$WORK/rank$r" 2>&1 &
     pids+=($!)
   done
   sleep 3
