@@ -5,6 +5,7 @@
 #include <net/if.h>
 
 #include "common/config.hpp"
+#include "common/log.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::engine {
@@ -79,8 +80,15 @@ std::string pick_listen_address(const std::vector<Ipv4Interface>& interfaces, co
 }
 
 std::string listen_address(bool one_host) {
-  if (config::is_set("KOLO_SOCKET_IFADDR")) return config::get_string("KOLO_SOCKET_IFADDR");
-  return pick_listen_address(up_ipv4_interfaces(), config::get_string("KOLO_SOCKET_IFNAME"), one_host);
+  const std::string chosen = config::is_set("KOLO_SOCKET_IFADDR")
+                                 ? config::get_string("KOLO_SOCKET_IFADDR")
+                                 : pick_listen_address(up_ipv4_interfaces(), config::get_string("KOLO_SOCKET_IFNAME"), one_host);
+  // Asked for by name, so not an error; but peers on other hosts will be refused by their own
+  // loopback, and this line is the one that explains their connection errors.
+  if (!one_host && chosen.rfind("127.", 0) == 0)
+    KOLO_LOG(warn, "this rank's group spans several hosts but it listens on " << chosen
+                   << " (KOLO_SOCKET_IFADDR / KOLO_SOCKET_IFNAME): ranks on other hosts cannot reach it");
+  return chosen;
 }
 
 }  // namespace kolo::engine

@@ -190,6 +190,31 @@ test_UnreachableStoreIsAClearBoundedError() {
   done
 }
 
+# KOLO_SOCKET_IFNAME naming no interface fails at once with the list of interfaces; naming
+# loopback on a multi-host job warns, and the peers' connection errors end within the timeout.
+test_WrongInterfaceIsAClearBoundedError() {
+  "$NET" up --hosts 2 || return 1
+  local t0 rc took
+  t0=$(now_ms)
+  timeout 60 "$KOLORUN" --hosts kolo-h0,kolo-h1 --launch-agent 'ip netns exec {host}' -x KOLO_SOCKET_IFNAME=wlan \
+    -x KOLO_TIMEOUT=3 "$PERF" allreduce -b 8 -e 8 -c 1 > "$WORK/out" 2>&1
+  rc=$?
+  took=$(( $(now_ms) - t0 ))
+  note "KOLO_SOCKET_IFNAME=wlan: exit $rc after $took ms: $(grep -m1 IFNAME "$WORK/out")"
+  [ $rc -eq 3 ] || fail "KOLO_SOCKET_IFNAME=wlan: expected kolo-perf's error status 3, got $rc"
+  grep -q "KOLO_SOCKET_IFNAME='wlan' allows no up interface.*eth0 10.77.0.1" "$WORK/out" ||
+    fail "the error does not name the setting and the interfaces there are"
+  t0=$(now_ms)
+  timeout 60 "$KOLORUN" --hosts kolo-h0,kolo-h1 --launch-agent 'ip netns exec {host}' -x KOLO_SOCKET_IFNAME==lo \
+    -x KOLO_TIMEOUT=3 "$PERF" allreduce -b 8 -e 8 -c 1 > "$WORK/out" 2>&1
+  rc=$?
+  took=$(( $(now_ms) - t0 ))
+  note "KOLO_SOCKET_IFNAME==lo: exit $rc after $took ms: $(grep -m1 "could not connect" "$WORK/out" | cut -c1-200)"
+  [ $rc -eq 3 ] || fail "KOLO_SOCKET_IFNAME==lo: expected kolo-perf's error status 3, got $rc"
+  [ $took -lt 12000 ] || fail "KOLO_SOCKET_IFNAME==lo: took $took ms with KOLO_TIMEOUT=3"
+  grep -q "listens on 127.0.0.1 .*ranks on other hosts cannot reach it" "$WORK/out" || fail "no warning about listening on loopback"
+}
+
 # --- faults between hosts ---------------------------------------------------------------------
 
 # Through the impairing switch (loss, delay, reordering, duplication both ways), a validated sweep.
@@ -271,6 +296,7 @@ run_test Mpirun
 run_test TorchrunMultiNode
 run_test SlurmVariables
 run_test UnreachableStoreIsAClearBoundedError
+run_test WrongInterfaceIsAClearBoundedError
 run_test ImpairedLinksGiveExactResults
 run_test LinkCutFailsEveryRankInTime
 run_test HostCrashFailsEveryRankInTime
