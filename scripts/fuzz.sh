@@ -21,7 +21,10 @@ targets=("$@")
 out=${FUZZ_BUILD_DIR:-build-fuzz}
 mkdir -p "$out"
 CXX=${CXX:-clang++}
-flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.)
+# The version string meson passes to every compile (the option parsers print it with --version).
+version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
+flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.
+       "-DKOLO_VERSION=\"$version\"")
 tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp transports/common/setup_text.cpp
      transports/common/fd.cpp)
 engine=(transports/setup_failure.cpp src/common/config.cpp src/common/log.cpp)

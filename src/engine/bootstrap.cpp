@@ -1,18 +1,14 @@
 #include "engine/bootstrap.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <optional>
 
 #include "common/log.hpp"
+#include "engine/host_identity.hpp"
+#include "engine/listen_address.hpp"
 #include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/setup_failure.hpp"
@@ -43,35 +39,6 @@ Secret agree_secret(Store& store, const std::string& prefix, int rank, const std
     return transport::auth::derive_secret(made);
   }
   return transport::auth::derive_secret(store.get_string(key));
-}
-
-std::string host_identity() {
-  // An explicit id wins ("id:" keeps it apart from any detected one).
-  const std::string forced = config::get_string("KOLO_HOST_ID");
-  if (!forced.empty()) return "id:" + forced;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  return std::string(host) + "/" + boot;
-}
-
-// The first up, non-loopback IPv4 address: what peers on other hosts can reach.
-static std::string first_external_ipv4() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "127.0.0.1";
-  std::string found = "127.0.0.1";
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK)) continue;
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
-    found = ip;
-    break;
-  }
-  freeifaddrs(list);
-  return found;
 }
 
 // A rank whose setup failed because another rank's did first (it found a segment gone, a socket
@@ -116,9 +83,7 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   b.deadline = deadline;
   b.host_ids = out.host_ids;
   b.failures = out.ctx.get();
-  b.listen_addr = config::is_set("KOLO_SOCKET_IFADDR") ? config::get_string("KOLO_SOCKET_IFADDR")
-                  : one_host                           ? std::string("127.0.0.1")
-                                                       : first_external_ipv4();
+  b.listen_addr = listen_address(one_host);
 
   // Pick a transport per peer: the forced one, else the highest-priority one that reaches it.
   const auto& transports = transport::all_transports();

@@ -16,8 +16,6 @@ using Secret = transport::auth::Secret;
 
 // opts.secret, else KOLO_SECRET, else one made by rank 0 and shared through the store.
 Secret agree_secret(Store& store, const std::string& prefix, int rank, const std::string& explicit_secret);
-// hostname + kernel boot id: equal on ranks that can share memory.
-std::string host_identity();
 
 struct Connected {
   std::unique_ptr<Context> ctx;

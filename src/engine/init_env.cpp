@@ -36,7 +36,16 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
                                     << env.master_addr << ":" << env.master_port
                                     << (env.agent_store ? " (torchrun's agent store, prefix " + env.store_prefix + ")"
                                                         : std::string()));
-  std::shared_ptr<Store> store = TCPStore::create(so);
+  std::shared_ptr<Store> store;
+  try {
+    store = TCPStore::create(so);
+  } catch (const TimeoutError& e) {
+    // Across hosts this is the usual first failure (the store's host is down, MASTER_ADDR is
+    // wrong or does not resolve there): say which variables and which launcher it came from.
+    throw TimeoutError("rank " + std::to_string(env.rank) + " cannot reach the rendezvous store at MASTER_ADDR:MASTER_PORT = " +
+                       env.master_addr + ":" + std::to_string(env.master_port) + " (launch variables from " + env.source +
+                       (so.is_server ? "" : env.agent_store ? "; torchrun's agent serves it" : "; rank 0 serves it") + "): " + e.what());
+  }
   if (!env.store_prefix.empty()) store = make_prefix_store(env.store_prefix, store);
   return ProcessGroup::create(store, env.rank, env.world_size, opts);
 }

@@ -11,6 +11,7 @@
 
 #include "kolo/error.hpp"
 #include "launcher/fd_util.hpp"
+#include "launcher/host_list.hpp"
 
 extern char** environ;
 
@@ -76,22 +77,33 @@ JobIdentity make_job_identity(const LaunchOptions& options) {
   return identity;
 }
 
-std::vector<std::string> rank_environment(const std::vector<std::string>& base,
-                                          const LaunchOptions& options,
-                                          const JobIdentity& identity, int rank) {
-  std::vector<std::string> env = base;
+std::vector<std::string> launch_variables(const LaunchOptions& options, const JobIdentity& identity, int rank) {
+  std::vector<std::string> env;
   for (const auto& [name, value] : options.extra_env) set_variable(env, name, value);
-  const std::string world = std::to_string(options.nproc);
+  // One host unless --hosts: then ranks fill the hosts slot by slot, GROUP_RANK is the host's
+  // index and LOCAL_* count the ranks on it, as torchrun sets them per node.
+  const Placement where = options.hosts.empty() ? Placement{0, rank, options.nproc, ""} : place_rank(options.hosts, rank);
   set_variable(env, "RANK", std::to_string(rank));
-  set_variable(env, "WORLD_SIZE", world);
-  set_variable(env, "LOCAL_RANK", std::to_string(rank));
-  set_variable(env, "LOCAL_WORLD_SIZE", world);
-  set_variable(env, "GROUP_RANK", "0");
+  set_variable(env, "WORLD_SIZE", std::to_string(options.nproc));
+  set_variable(env, "LOCAL_RANK", std::to_string(where.local_rank));
+  set_variable(env, "LOCAL_WORLD_SIZE", std::to_string(where.local_size));
+  set_variable(env, "GROUP_RANK", std::to_string(where.host_index));
   set_variable(env, "MASTER_ADDR", identity.master_addr);
   set_variable(env, "MASTER_PORT", std::to_string(identity.master_port));
   set_variable(env, "TORCHELASTIC_RUN_ID", identity.job_id);
   set_variable(env, "KOLO_JOB_ID", identity.job_id);
   set_variable(env, "KOLO_SECRET", identity.secret);
+  return env;
+}
+
+std::vector<std::string> rank_environment(const std::vector<std::string>& base,
+                                          const LaunchOptions& options,
+                                          const JobIdentity& identity, int rank) {
+  std::vector<std::string> env = base;
+  for (const std::string& entry : launch_variables(options, identity, rank)) {
+    const size_t eq = entry.find('=');
+    set_variable(env, entry.substr(0, eq), entry.substr(eq + 1));
+  }
   return env;
 }
 

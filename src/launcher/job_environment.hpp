@@ -28,6 +28,10 @@ int pick_free_port();
 // can be told to trust each other; otherwise it is fresh per launch.
 JobIdentity make_job_identity(const LaunchOptions& options);
 
+// The variables kolorun sets for one rank, -x ones first, as "NAME=VALUE": what a launch agent
+// must carry to another host.
+std::vector<std::string> launch_variables(const LaunchOptions& options, const JobIdentity& identity, int rank);
+
 // "NAME=VALUE" entries for one rank. base is kolorun's environment in the same form; later
 // sources replace earlier entries of the same name: base, then -x, then kolorun's variables.
 std::vector<std::string> rank_environment(const std::vector<std::string>& base,

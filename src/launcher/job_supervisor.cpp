@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kolo/error.hpp"
+#include "launcher/host_list.hpp"
 #include "launcher/rank_spawner.hpp"
 #include "launcher/wait_status.hpp"
 
@@ -72,7 +73,12 @@ void JobSupervisor::start_ranks() {
   for (int r = 0; r < options_.nproc; ++r) {
     RankLaunch launch;
     launch.rank = r;
-    launch.argv = options_.program;
+    if (options_.hosts.empty()) {
+      launch.argv = options_.program;
+    } else {
+      launch.argv = remote_command(options_.launch_agent, place_rank(options_.hosts, r).host,
+                                   launch_variables(options_, identity, r), options_.program);
+    }
     launch.env = rank_environment(base_env, options_, identity, r);
     launch.process_group = process_group_;
     launch.capture_output = options_.tag_output;

@@ -17,7 +17,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kReserved
     {"WORLD_SIZE", "use -n"},
     {"LOCAL_RANK", "it is set per rank"},
     {"LOCAL_WORLD_SIZE", "use -n"},
-    {"GROUP_RANK", "kolorun launches a single node"},
+    {"GROUP_RANK", "it is set per host (--hosts)"},
     {"MASTER_ADDR", "use --master-addr"},
     {"MASTER_PORT", "use --master-port"},
     {"TORCHELASTIC_RUN_ID", "it is generated per launch"},
@@ -75,6 +75,7 @@ std::pair<std::string, std::string> parse_extra_env(const std::string& spec) {
 LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   LaunchOptions options;
   bool have_nproc = false;
+  bool have_master_addr = false;
   size_t i = 0;
 
   // Returns the option's value: the text after '=' (long form), after the letter (short form,
@@ -124,9 +125,15 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
       options.timeout_seconds = parse_seconds(name, take_value(name, attached), false);
     } else if (name == "--master-addr") {
       options.master_addr = take_value(name, attached);
+      have_master_addr = true;
       if (options.master_addr.empty()) throw InvalidArgument("--master-addr needs a non-empty value");
     } else if (name == "--master-port") {
       options.master_port = parse_int_in_range(name, take_value(name, attached), 1, 65535);
+    } else if (name == "-H" || name == "--hosts" || name == "--host") {
+      options.hosts = parse_host_list(take_value(name, attached), kMaxProcesses);
+    } else if (name == "--launch-agent") {
+      options.launch_agent = take_value(name, attached);
+      agent_words(options.launch_agent, "h");  // rejects an empty agent now, not per rank
     } else if (name == "-x") {
       options.extra_env.push_back(parse_extra_env(take_value(name, attached)));
     } else if (name == "-h" || name == "--help") {
@@ -142,14 +149,27 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   options.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (options.show_help || options.show_version) return options;
-  if (!have_nproc) throw InvalidArgument("-n/--nproc is required");
+  if (!options.hosts.empty()) {
+    // The host list says how many ranks there are; -n may repeat it, as mpirun allows.
+    const int slots = total_slots(options.hosts);
+    if (slots > kMaxProcesses) throw InvalidArgument("--hosts has " + std::to_string(slots) + " slots, more than " + std::to_string(kMaxProcesses));
+    if (have_nproc && options.nproc != slots)
+      throw InvalidArgument("-n " + std::to_string(options.nproc) + " does not match the " + std::to_string(slots) +
+                            " slots of --hosts");
+    options.nproc = slots;
+    have_nproc = true;
+    // Rank 0 runs on the first host and serves the store there, as under Slurm.
+    if (!have_master_addr) options.master_addr = options.hosts.front().name;
+  }
+  if (!have_nproc) throw InvalidArgument("-n/--nproc is required (or --hosts)");
   if (options.program.empty()) throw InvalidArgument("no program to run");
   return options;
 }
 
 std::string usage_text() {
   return "Usage: kolorun [options] -n N program [args...]\n"
-         "Starts N copies of program on this machine, each with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+         "       kolorun [options] --hosts h0:N,h1:N [--launch-agent CMD] program [args...]\n"
+         "Starts N copies of program on this machine (or on the hosts), each with RANK, WORLD_SIZE, LOCAL_RANK,\n"
          "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, KOLO_JOB_ID,\n"
          "TORCHELASTIC_RUN_ID and KOLO_SECRET set, and supervises them.\n"
          "\n"
@@ -160,6 +180,13 @@ std::string usage_text() {
          "      --timeout SECONDS  stop the whole job and fail if it runs longer\n"
          "      --master-addr ADDR MASTER_ADDR for the ranks (default 127.0.0.1)\n"
          "      --master-port PORT MASTER_PORT for the ranks (default: a free port)\n"
+         "  -H, --hosts LIST       run on these hosts, as mpirun -H: host[:slots],... (slots default\n"
+         "                         1); ranks fill the hosts in order, -n is their total slots,\n"
+         "                         GROUP_RANK the host's index, MASTER_ADDR the first host\n"
+         "      --launch-agent CMD how to start a rank on a host (default \"ssh -o BatchMode=yes\");\n"
+         "                         {host} is replaced by the host, else it is appended. The\n"
+         "                         agent gets CMD's words, then env VAR=VALUE... program args\n"
+         "                         (e.g. 'ip netns exec {host}', 'docker exec {host}')\n"
          "  -x VAR=VALUE           set VAR for every rank (repeatable); -x VAR copies kolorun's value\n"
          "  -h, --help             show this help\n"
          "  -V, --version          show the version\n"

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/host_list.hpp"
+
 namespace kolo::launcher {
 
 // More ranks than this would need more pipes than a default descriptor limit allows.
@@ -19,6 +21,10 @@ struct LaunchOptions {
   std::optional<int> master_port;
   // -x VAR=VALUE (or -x VAR, copying kolorun's own value), in command-line order.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  // --hosts: where the ranks run (empty: all here, started directly); each rank on a listed host
+  // is started through launch_agent.
+  std::vector<HostSlots> hosts;
+  std::string launch_agent = "ssh -o BatchMode=yes";
   std::vector<std::string> program;  // the program and its arguments
   bool show_help = false;
   bool show_version = false;
