@@ -119,6 +119,24 @@ test_KolorunFourHosts() {
   done
 }
 
+# Four hosts of two ranks: large all-reduce, all-gather, reduce-scatter and broadcast take the
+# hierarchical algorithms (shm inside a host, tcp between leaders), every element checked.
+test_HierarchicalFourHostsOfTwo() {
+  "$NET" up --hosts 4 || return 1
+  for coll in allreduce allgather reducescatter broadcast; do
+    timeout 180 "$KOLORUN" --hosts kolo-h0:2,kolo-h1:2,kolo-h2:2,kolo-h3:2 --launch-agent 'ip netns exec {host}' -t \
+      -x KOLO_DEBUG=INFO -x KOLO_DEBUG_SUBSYS=COLL -x KOLO_SOCKET_IFNAME=eth \
+      "$PERF" "$coll" -b 8 -e 4M -f 8 -c 1 -w 1 -n 2 > "$WORK/out" 2>&1
+    local rc=$?
+    [ $rc -eq 0 ] || { tail -20 "$WORK/out"; fail "$coll: kolorun exited with $rc (1: wrong elements)"; continue; }
+    grep -q "Out of bounds values : 0 OK" "$WORK/out" || fail "$coll: kolo-perf did not report 0 wrong values"
+    local ranks
+    ranks=$(grep ": algorithm hier," "$WORK/out" | grep -o "rank [0-7]" | sort -u | wc -l)
+    [ "$ranks" -eq 8 ] || fail "$coll: expected all 8 ranks to run the hierarchical algorithm, saw $ranks"
+    note "$coll: 8 ranks ran hier, results exact"
+  done
+}
+
 # Open MPI's mpirun with `ip netns exec` in place of ssh (netns-ssh.sh: Open MPI's rsh launcher
 # wants a remote shell): mpirun runs on kolo-h0 (its daemons must reach it on the hosts'
 # network) and starts an orted in each other host through the agent.
@@ -292,6 +310,7 @@ echo "[==========] Multihost ($([ $LONG -eq 1 ] && echo long || echo short) mode
 "$NET" down
 run_test KolorunHostsShmInsideTcpAcross
 run_test KolorunFourHosts
+run_test HierarchicalFourHostsOfTwo
 run_test Mpirun
 run_test TorchrunMultiNode
 run_test SlurmVariables
