@@ -17,11 +17,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include "common/byte_size.hpp"
 #include "kernels/cuda/cuda_api.hpp"
 #include "kolo/error.hpp"
 #include "kolo/types.hpp"
@@ -59,15 +62,9 @@ struct Options {
 };
 
 size_t parse_size(const std::string& text) {
-  size_t pos = 0;
-  const double value = std::stod(text, &pos);
-  const std::string suffix = text.substr(pos);
-  double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M, 1G)");
-  return static_cast<size_t>(value * scale);
+  const std::optional<uint64_t> bytes = kolo::common::parse_byte_size(text, /*allow_fraction=*/true);
+  if (!bytes) throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M, 1G)");
+  return static_cast<size_t>(*bytes);
 }
 
 Options parse_options(int argc, char** argv) {
