@@ -13,6 +13,7 @@
 
 namespace kolo::perf {
 
+using bench::Blocking;
 using bench::TimeCombine;
 using bench::UsageError;
 using bench::parse_size;
@@ -25,6 +26,7 @@ struct PerfOptions : bench::CommonOptions {
   std::string algorithm;   // --algo: Options.algorithm of every measured collective
   std::string transport;   // --transport: GroupOptions.transport
   std::chrono::milliseconds timeout{0};  // -T/--timeout: GroupOptions.timeout (0: KOLO_TIMEOUT)
+  bool inject_wrong = false;  // --inject-wrong 1: spoil one checked element per check (tests exit 7)
 };
 
 // Parses argv. Throws UsageError for an unknown flag, a missing or malformed value, or an

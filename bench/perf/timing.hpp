@@ -1,5 +1,5 @@
-// The timing loop: barrier, `iters` runs back to back (or each waited for with -z 1), and the
-// per-rank time combined across ranks as -a asks.
+// The timing loop: barrier, `iters` iterations of `agg_iters` operations each (-m), back to back
+// or waited for as -z asks, and the per-rank time combined across ranks as -a asks.
 #pragma once
 #include <functional>
 #include <vector>
@@ -14,8 +14,9 @@ using IssueOnce = std::function<std::vector<WorkPtr>()>;
 // Runs issue_once `count` times and waits for everything (for warm-up and check runs).
 void run_and_wait(const IssueOnce& issue_once, int count);
 
-// Seconds per iteration measured on this rank.
-double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, bool blocking);
+// Seconds per operation measured on this rank (elapsed / (iters x agg_iters); with -z 3 only the
+// time up to each iteration's barrier counts, as in nccl-tests).
+double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode);
 
 // Combines every rank's seconds: rank 0's, the average, the minimum or the maximum.
 // Collective: every rank calls it.

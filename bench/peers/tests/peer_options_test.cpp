@@ -42,7 +42,7 @@ TEST(PeerOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.collective, "allreduce");
   EXPECT_EQ(o.min_bytes, 32u << 20);
   EXPECT_EQ(o.iters, 20);
-  EXPECT_EQ(o.warmup_iters, 5);
+  EXPECT_EQ(o.warmup_iters, 1);
   EXPECT_TRUE(o.check);
   EXPECT_EQ(o.types, std::vector<ElementType>{ElementType::float32});
   EXPECT_EQ(o.combine, TimeCombine::average);
