@@ -194,7 +194,9 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
       throw UsageError("unknown option '" + arg.substr(0, arg.find('=')) + "'");
     }
     if (code == ':') {
-      const std::string arg = optopt != 0 ? spelling(optopt, table) : argv[optind - 1];
+      // A long flag names itself as typed; getopt reports only the short letter of its code.
+      const std::string typed = argv[optind - 1];
+      const std::string arg = typed.rfind("--", 0) == 0 || optopt == 0 ? typed : spelling(optopt, table);
       throw UsageError("option '" + arg + "' needs a value");
     }
     if (code == 'h') {

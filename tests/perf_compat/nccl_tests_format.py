@@ -4,7 +4,9 @@ nccl-tests' in any way a script could notice, this module raises FormatError.
 
 Rows are cut at nccl-tests' fixed columns:
     "%12li  %12li  %8s  %6s  %6s"            size, count, type, redop, root
-    "  %7s  %6s  %6s  %6g" (or "    N/A")    time, algbw, busbw, #wrong; out-of-place, then in-place
+    "  %7s  %6s  %6s  %6g"                   time, algbw, busbw, #wrong; out-of-place, then in-place
+    "  %7s  %6s  %6s    N/A"                  the same unchecked: nccl-tests' N/A is one column
+                                              narrower than its %6g, and scripts cope with that
     "%21s"                                    a timestamp, with -S 1
 so a field one character too wide (a bandwidth of 1000 GB/s or more printed with 2 decimals, a
 #wrong printed %5g) fails, as it breaks every awk/cut script written for nccl-tests.
@@ -65,10 +67,13 @@ def parse_row(line, timestamps=False):
     for placement in ("out_of_place", "in_place"):
         group = {}
         for name, width in PLACEMENT:
+            if name == "wrong" and line[pos:pos + 7] == "    N/A":
+                group[name], pos = None, pos + 7
+                continue
             pos = _gap(line, pos, 2, name)
             value, pos = _cut(line, pos, width, name)
             if name == "wrong":
-                group[name] = None if value == "N/A" else int(float(value))
+                group[name] = int(float(value))
             else:
                 group[name] = float(value)
         row[placement] = group
