@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "nccl_json.hpp"
@@ -13,24 +14,7 @@
 namespace kolo::bench {
 namespace {
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
-      out += esc;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// A finite number with enough digits to recompute ratios; JSON has no inf/nan.
+// A CSV number with enough digits to recompute ratios ("null" for inf/nan).
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
   char text[32];
@@ -202,22 +186,41 @@ int Reporter::finish() {
 }
 
 void Reporter::write_json(const std::string& path) const {
+  // kolo's own row format (bench_verify.py, compare_report.py read it); one row per line so that
+  // the file still greps well.
+  using Json = nlohmann::ordered_json;
+  const auto finite = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };  // JSON has no inf/nan
+  Json head;
+  head["program"] = identity_.program;
+  head["library"] = identity_.library;
+  head["collective"] = o_.collective;
+  head["nranks"] = identity_.nranks;
+  head["iters"] = o_.iters;
+  head["warmup_iters"] = o_.warmup_iters;
+  head["check"] = o_.check;
+  head["blocking"] = o_.blocking;
+  head["total_wrong"] = total_wrong_;
+  head["avg_busbw_gbs"] = finite(average_busbw());
+  head["min_bw_gbs"] = finite(o_.min_bw);
+  head["exit_status"] = exit_status(total_wrong_, average_busbw(), o_.min_bw);
   std::ofstream f = open_for_writing(path);
-  f << "{\n  \"program\": " << json_string(identity_.program) << ",\n  \"library\": " << json_string(identity_.library)
-    << ",\n  \"collective\": " << json_string(o_.collective) << ",\n  \"nranks\": " << identity_.nranks
-    << ",\n  \"iters\": " << o_.iters << ",\n  \"warmup_iters\": " << o_.warmup_iters
-    << ",\n  \"check\": " << (o_.check ? "true" : "false") << ",\n  \"blocking\": " << (o_.blocking ? "true" : "false")
-    << ",\n  \"total_wrong\": " << total_wrong_ << ",\n  \"avg_busbw_gbs\": " << number(average_busbw())
-    << ",\n  \"min_bw_gbs\": " << number(o_.min_bw)
-    << ",\n  \"exit_status\": " << exit_status(total_wrong_, average_busbw(), o_.min_bw) << ",\n  \"rows\": [";
+  const std::string text = head.dump(2);
+  f << text.substr(0, text.rfind('\n')) << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows_.size(); ++i) {
     const Measurement& m = rows_[i];
-    f << (i ? "," : "") << "\n    {\"collective\": " << json_string(m.collective) << ", \"size_bytes\": " << m.size_bytes
-      << ", \"count\": " << m.count << ", \"type\": " << json_string(m.type) << ", \"redop\": " << json_string(m.redop)
-      << ", \"root\": " << m.root << ", \"placement\": \"" << (m.in_place ? "in" : "out") << "\""
-      << ", \"time_us\": " << number(m.time_us) << ", \"algbw_gbs\": " << number(m.algbw_gbs)
-      << ", \"busbw_gbs\": " << number(m.busbw_gbs) << ", \"wrong\": " << (m.wrong < 0 ? "null" : std::to_string(m.wrong))
-      << "}";
+    Json row;
+    row["collective"] = m.collective;
+    row["size_bytes"] = m.size_bytes;
+    row["count"] = m.count;
+    row["type"] = m.type;
+    row["redop"] = m.redop;
+    row["root"] = m.root;
+    row["placement"] = m.in_place ? "in" : "out";
+    row["time_us"] = finite(m.time_us);
+    row["algbw_gbs"] = finite(m.algbw_gbs);
+    row["busbw_gbs"] = finite(m.busbw_gbs);
+    row["wrong"] = m.wrong < 0 ? Json(nullptr) : Json(m.wrong);
+    f << (i ? "," : "") << "\n    " << row.dump();
   }
   f << "\n  ]\n}\n";
   if (!f.flush()) throw std::runtime_error("cannot write '" + path + "'");

@@ -1,5 +1,6 @@
-// kolo-perf's command line: nccl-tests' flags (bench/common: same letters, same defaults, plus
-// --json, --csv, --min-bw) and kolo's own --algo, --transport and --timeout.
+// kolo-perf's command line: every nccl-tests flag (bench/common: same letters, long names and
+// defaults, getopt_long, plus --json, --csv, --min-bw) and kolo's own --algo, --transport,
+// --timeout and --inject-wrong.
 #pragma once
 #include <chrono>
 #include <cstddef>
