@@ -150,7 +150,7 @@ void write_nccl_json(const std::string& path, const NcclJsonRun& run) {
   bandwidth["bandwidth"] = real(run.average_busbw);
   bandwidth["okay"] = run.min_bw > 0 ? flag(run.average_busbw >= run.min_bw * 0.9) : Json("unchecked");
   doc["average_bus_bandwidth"] = bandwidth;
-  doc["errors"] = Json::array();
+  doc["errors"] = run.errors;
   doc["end_time"] = now_text();
   std::ofstream f(path, std::ios::trunc);
   f << doc.dump() << '\n';

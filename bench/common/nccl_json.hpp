@@ -29,6 +29,7 @@ struct NcclJsonRun {
   int64_t total_wrong = 0;
   double average_busbw = 0;
   double min_bw = 0;                    // 0: unchecked
+  std::vector<std::string> errors;      // "errors": why the run stopped early, if it did
 };
 
 // Writes the whole document to `path` (already claimed). Throws std::runtime_error on failure.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "nccl_json.hpp"
 #include "usage_error.hpp"
@@ -55,6 +56,16 @@ std::string fixed_width(double value, int width) {
 
 Reporter::Reporter(bool printing, RunIdentity identity, const CommonOptions& options)
     : printing_(printing), identity_(std::move(identity)), o_(options) {}
+
+Reporter::~Reporter() {
+  if (nccl_json_path_.empty()) return;  // not asked for, or finish() wrote it
+  try {
+    write_nccl_json(nccl_json_path_, {&o_, start_time_, ranks_, device_tag_, &rows_, total_wrong_, average_busbw(),
+                                      o_.min_bw, {"the run ended before its last row; the error is on stderr"}});
+  } catch (...) {
+    // Already failing: the error that ended the run is the one to report.
+  }
+}
 
 void Reporter::preamble(const std::vector<RankDescription>& ranks, const std::string& device_tag) {
   start_time_ = now_text();
@@ -178,7 +189,8 @@ int Reporter::finish() {
   }
   std::fflush(stdout);
   if (!nccl_json_path_.empty()) {
-    write_nccl_json(nccl_json_path_, {&o_, start_time_, ranks_, device_tag_, &rows_, total_wrong_, avg, o_.min_bw});
+    const std::string path = std::exchange(nccl_json_path_, std::string());
+    write_nccl_json(path, {&o_, start_time_, ranks_, device_tag_, &rows_, total_wrong_, avg, o_.min_bw, {}});
   }
   if (!o_.json_path.empty()) write_json(o_.json_path);
   if (!o_.csv_path.empty()) write_csv(o_.csv_path);

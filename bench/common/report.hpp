@@ -45,6 +45,11 @@ class Reporter {
  public:
   // printing: this rank prints the table and writes the files (rank 0).
   Reporter(bool printing, RunIdentity identity, const CommonOptions& options);
+  // A run that ends in an exception still leaves a complete -J document, with the rows measured
+  // so far and an "errors" entry, as nccl-tests finalizes its file on the way out.
+  ~Reporter();
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
 
   // device_tag: the device name on each rank's line ("[kolo] algo auto transport tcp").
   void preamble(const std::vector<RankDescription>& ranks, const std::string& device_tag);
@@ -69,7 +74,7 @@ class Reporter {
 
   bool printing_;
   RunIdentity identity_;
-  std::string nccl_json_path_;  // -J, once claimed ("" when not written)
+  std::string nccl_json_path_;  // -J, once claimed ("" when not written, or once written)
   std::string start_time_;
   std::vector<RankDescription> ranks_;
   std::string device_tag_;

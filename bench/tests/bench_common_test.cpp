@@ -182,6 +182,13 @@ TEST(BenchSizes, NcclTestsSweep) {
   size_t huge = ~size_t{0} - 1;
   EXPECT_FALSE(next_size(huge, ~size_t{0}, 0, 2));
   EXPECT_EQ(parse_size("3G", "-e"), size_t{3} << 30);
+  // nccl-tests' parsesize takes fractions (src/common/byte_size.hpp, shared with KOLO_* sizes).
+  EXPECT_EQ(parse_size("1.5K", "-b"), 1536u);
+  EXPECT_EQ(parse_size("0.25m", "-b"), size_t{1} << 18);
+  EXPECT_EQ(parse_size("1.25", "-b"), 1u);
+  for (const char* bad : {"", "K", "1.", ".5", "1.5.K", "-1", "1KB", "18446744073709551616", "17179869184G"}) {
+    EXPECT_THROW(parse_size(bad, "-b"), UsageError) << bad;
+  }
 }
 
 TEST(BenchCollectives, NcclTestsShapesAndBusBandwidthFactors) {
@@ -264,6 +271,29 @@ TEST(BenchReport, WritesNcclTestsJsonDocument) {
   EXPECT_EQ(doc["out_of_bounds"]["okay"], "true");
   EXPECT_EQ(doc["average_bus_bandwidth"]["okay"], "true");
   EXPECT_TRUE(doc["errors"].empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchReport, ARunCutShortStillLeavesACompleteNcclTestsDocument) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("bench_nccl_cut_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  CommonOptions o;
+  o.collective = "broadcast";
+  o.output_file = (dir / "cut.json").string();
+  {
+    Reporter r(true, {"kolo-perf", "kolo", 1}, o);
+    r.preamble({{0, 11, "h"}}, "[kolo]");
+    r.begin_row("broadcast", 8, 2, "float", "none", 0);
+    r.measurement(false, 1.0, 0.01, 0.01, 0);
+    r.measurement(true, 1.0, 0.01, 0.01, 0);
+    r.end_row();
+    r.begin_row("broadcast", 64, 16, "float", "none", 0);
+    r.end_row();  // as after an exception: no finish()
+  }
+  const nlohmann::json doc = nlohmann::json::parse(slurp(dir / "cut.json"));
+  EXPECT_EQ(doc["results"].size(), 1u);
+  ASSERT_EQ(doc["errors"].size(), 1u);
+  EXPECT_NE(doc["errors"][0].get<std::string>().find("ended before"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
