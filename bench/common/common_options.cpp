@@ -203,9 +203,9 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
       o.help = true;
       continue;
     }
-    if (code == kVersion) {
-      std::printf("%s (kolo) %s\n", o.program.c_str(), KOLO_VERSION);
-      std::exit(0);
+    if (code == kVersion) {  // reported, not acted on here: a parser that exits cannot be fuzzed
+      o.version = true;
+      continue;
     }
     const std::string value = optarg != nullptr ? optarg : "";
     const ExtraFlag* own = nullptr;
@@ -232,7 +232,7 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
       }
     }
   }
-  if (o.help) return;
+  if (o.help || o.version) return;
   std::vector<std::string> positional(argv + optind, argv + argc);
   const std::string implied = collective_of_program(o.program);
   if (!implied.empty()) {
@@ -249,6 +249,8 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
     throw UsageError("-e (" + std::to_string(o.max_bytes) + ") is smaller than -b (" + std::to_string(o.min_bytes) + ")");
   if (o.step_factor <= 1 && o.step_bytes == 0) throw UsageError("-i 0 with no -f would never reach -e");
 }
+
+std::string version_line(const std::string& program) { return base_name(program) + " (kolo) " + KOLO_VERSION; }
 
 std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help) {
   return "  -b, --minbytes N          smallest size in bytes (K/M/G suffixes, fractions: 1.5K; default 32M)\n"

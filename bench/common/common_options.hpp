@@ -45,6 +45,7 @@ struct CommonOptions {
   std::string csv_path;            // --csv FILE: every row as CSV
   double min_bw = 0;               // --min-bw GB/s, NCCL_TESTS_MIN_BW or KOLO_PERF_MIN_BW; 0: no floor
   bool help = false;
+  bool version = false;            // --version: print version_line() and exit 0 (the program does)
   std::vector<std::string> notes;  // why an accepted flag changes nothing here (printed as "# ...")
   std::vector<std::string> args;   // argv as given, for -J's "args"
   std::string program;             // argv[0]'s base name, for "# Collective test starting:"
@@ -73,6 +74,9 @@ std::string collective_of_program(const std::string& program);
 
 // nccl-tests' program name for a canonical collective ("allreduce" -> "all_reduce_perf").
 std::string program_of_collective(const std::string& collective);
+
+// "PROGRAM (kolo) VERSION", what --version prints.
+std::string version_line(const std::string& program);
 
 // The usage lines of the common flags (program-specific lines go after them).
 std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help);

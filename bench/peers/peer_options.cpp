@@ -56,7 +56,7 @@ PeerOptions parse_options(int argc, char** argv, const ProgramTraits& traits) {
     o.notes.push_back("-z: every peer operation is waited for anyway, with no barrier");
   o.types = parse_types(o.dtype_text);
   o.ops = parse_ops(o.op_text);
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   if (!contains(traits.collectives, o.collective))
     throw UsageError("unknown collective '" + o.collective + "' (" + traits.name + " measures " +
                      joined(traits.collectives) + ")");

@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kolo-perf: %s\n\n%s", e.what(), kolo::perf::usage_text(argv[0]).c_str());
     return kExitUsage;
   }
+  if (o.version) {
+    std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
+    return 0;
+  }
   if (o.help) {
     std::printf("%s", kolo::perf::usage_text(argv[0]).c_str());
     return 0;

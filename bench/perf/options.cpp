@@ -67,7 +67,7 @@ PerfOptions parse_options(int argc, char** argv) {
   o.all_ops = o.op_text == "all";
   o.dtypes = parse_dtypes(o.dtype_text);
   o.all_dtypes = o.dtype_text == "all";
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   find_collective(o.collective);  // throws UsageError for an unknown name
   return o;
 }

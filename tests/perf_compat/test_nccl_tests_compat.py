@@ -154,6 +154,11 @@ def test_existing_kolo_perf_command_lines_still_work():
     fmt.parse_log(out)
     code, out, err = run("kolo-perf", ["allreduce", "-Q", "1"])
     expect(code == 2 and "unknown option '-Q'" in err, "bad flag: exit %d, %s" % (code, err))
+    for program in ("kolo-perf", "all_reduce_perf"):
+        r = subprocess.run([os.path.join(PERF_DIR, program), "--version"], stdout=subprocess.PIPE, text=True, timeout=30)
+        expect(r.returncode == 0 and r.stdout.startswith(program + " (kolo) "), "--version: %r" % r.stdout)
+        r = subprocess.run([os.path.join(PERF_DIR, program), "-h"], stdout=subprocess.PIPE, text=True, timeout=30)
+        expect(r.returncode == 0 and "--output_file" in r.stdout, "-h: exit %d" % r.returncode)
 
 
 def main():
