@@ -124,8 +124,8 @@ void apply_common(CommonOptions& o, int code, const std::string& flag, const std
     case 'V': gpu_only(o, flag, value, 1, 128, 16, "no CTAs on a CPU"); break;
     case 'M': gpu_only(o, flag, value, 0, 1, 0, "no GPU memory to report"); break;
     case 'u': o.unalign = to_int(value, flag, 0, 4096); break;
-    case 'I': gpu_only(o, flag, value, 0, 1, 0, "per-iteration timing is not measured: each row has the averaged time only"); break;
-    case 'K': gpu_only(o, flag, value, 0, kIntMax, 0, "per-iteration timing (-I) is not measured"); break;
+    case 'I': o.per_iter_timing = to_int(value, flag, 0, 1) != 0; break;
+    case 'K': o.per_iter_skip = to_int(value, flag, 0); break;
     case kJson:
       if (value.empty()) throw UsageError("--json: empty file name");
       o.json_path = value;
@@ -232,6 +232,15 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
       }
     }
   }
+  // nccl-tests' own corrections, said the same way (it prints them to stderr and goes on).
+  if (o.per_iter_skip >= o.iters) {
+    o.notes.push_back("per-iteration skip (-K) must be between 0 and " + std::to_string(o.iters - 1) + ". Disabling.");
+    o.per_iter_skip = 0;
+  }
+  if (o.per_iter_skip != 0 && !o.per_iter_timing) {
+    o.notes.push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
+    o.per_iter_skip = 0;
+  }
   if (o.help || o.version) return;
   std::vector<std::string> positional(argv + optind, argv + argc);
   const std::string implied = collective_of_program(o.program);
@@ -271,8 +280,10 @@ std::string common_usage_lines(const std::string& dtype_help, const std::string&
          "  -C, --report_cputime 0|1  name the time columns \"cputime\" (kolo's times are CPU times anyway)\n"
          "  -S, --report_timestamps 0|1  print a timestamp after each row\n"
          "  -u, --unalign N           start the buffers N elements past their alignment (default 0)\n"
+         "  -I, --per_iter_timing 0|1 time every iteration too (waits for each; i_min i_max i_p99 i_cv%)\n"
+         "  -K, --per_iter_skip N     leave the first N iterations out of the -I statistics\n"
          "  -J, --output_file FILE    write nccl-tests' JSON document (FILE must end in .json; rank 0)\n"
-         "  -t, -g, -p, -y, -G, -R, -x, -D, -V, -M, -I, -K\n"
+         "  -t, -g, -p, -y, -G, -R, -x, -D, -V, -M\n"
          "                            nccl-tests' GPU flags: accepted, noted on a '#' line, no effect\n"
          "      --json FILE           also write every row as kolo's JSON (rank 0)\n"
          "      --csv FILE            also write every row as CSV (rank 0)\n"

@@ -40,6 +40,8 @@ struct CommonOptions {
   bool report_cputime = false;     // -C 1: the time columns are named "cputime" (they are anyway)
   bool report_timestamps = false;  // -S 1: a timestamp after each row
   int unalign = 0;                 // -u: buffers start this many elements past their alignment
+  bool per_iter_timing = false;    // -I 1: time every iteration (i_min, i_max, i_p99, i_cv% columns)
+  int per_iter_skip = 0;           // -K: leading iterations left out of those statistics
   std::string output_file;         // -J FILE: nccl-tests' JSON document (written when it ends in .json)
   std::string json_path;           // --json FILE: kolo's JSON rows (rank 0 writes it)
   std::string csv_path;            // --csv FILE: every row as CSV

@@ -54,6 +54,24 @@ Json placement(const Measurement& m, bool cputime) {
   return p;
 }
 
+// nccl-tests' writePerIterReport object.
+Json per_iteration(const PerIteration& p, int skip) {
+  const IterStats st = iter_stats(p.times_us, skip);
+  Json j;
+  j["skipped_iterations"] = skip;
+  j["min_us"] = real(st.min);
+  j["max_us"] = real(st.max);
+  j["avg_us"] = real(st.avg);
+  j["p50_us"] = real(st.p50);
+  j["p95_us"] = real(st.p95);
+  j["p99_us"] = real(st.p99);
+  j["stdev_us"] = real(st.stdev);
+  j["cv_pct"] = real(st.cv_pct);
+  j["times_us"] = p.times_us;
+  if (p.per_process_us.size() > 1) j["per_process_max_times_us"] = p.per_process_us;
+  return j;
+}
+
 }  // namespace
 
 std::string claim_json_path(const std::string& path, std::string& line) {
@@ -108,8 +126,8 @@ void write_nccl_json(const std::string& path, const NcclJsonRun& run) {
   config["validation"] = o.check_iters;
   config["graph"] = 0;
   config["blocking_collectives"] = flag(o.blocking);
-  config["per_iter_timing"] = flag(false);
-  config["per_iter_skip"] = 0;
+  config["per_iter_timing"] = flag(o.per_iter_timing);
+  config["per_iter_skip"] = o.per_iter_skip;
   config["parallel_init"] = flag(false);
   Json devices = Json::array();
   for (const RankDescription& r : run.ranks) {
@@ -139,7 +157,11 @@ void write_nccl_json(const std::string& path, const NcclJsonRun& run) {
     std::snprintf(root, sizeof root, "%6i", m.root);
     r["root"] = root;
     r["out_of_place"] = placement(m, o.report_cputime);
-    if (i + 1 < rows.size() && rows[i + 1].in_place) r["in_place"] = placement(rows[i + 1], o.report_cputime);
+    if (o.per_iter_timing) r["out_of_place_per_iter"] = per_iteration(m.per_iter, o.per_iter_skip);
+    if (i + 1 < rows.size() && rows[i + 1].in_place) {
+      r["in_place"] = placement(rows[i + 1], o.report_cputime);
+      if (o.per_iter_timing) r["in_place_per_iter"] = per_iteration(rows[i + 1].per_iter, o.per_iter_skip);
+    }
     r["actual_iterations"] = o.iters;
     r["experiment_name"] = "";
     results.push_back(r);

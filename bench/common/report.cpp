@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +53,29 @@ std::string fixed_width(double value, int width) {
   }
   std::snprintf(text, sizeof text, width >= 7 ? "%*.1e" : "%*.0e", width, value);
   return std::string(text).substr(0, static_cast<size_t>(width));
+}
+
+IterStats iter_stats(const std::vector<double>& times_us, int skip) {
+  IterStats st;
+  if (skip < 0 || static_cast<size_t>(skip) >= times_us.size()) return st;
+  std::vector<double> sorted(times_us.begin() + skip, times_us.end());
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  // nccl-tests' nearest-rank percentile: the ceil(n p / 100)-th smallest.
+  const auto percentile = [&](size_t p) { return sorted[std::min(n - 1, (n * p + 99) / 100 - 1)]; };
+  st.min = sorted.front();
+  st.max = sorted.back();
+  st.p50 = sorted[n / 2];
+  st.p95 = percentile(95);
+  st.p99 = percentile(99);
+  double sum = 0;
+  for (const double t : sorted) sum += t;
+  st.avg = sum / static_cast<double>(n);
+  double var = 0;
+  for (const double t : sorted) var += (t - st.avg) * (t - st.avg);
+  st.stdev = std::sqrt(var / static_cast<double>(n));
+  st.cv_pct = st.avg > 0 ? st.stdev / st.avg * 100.0 : 0.0;
+  return st;
 }
 
 Reporter::Reporter(bool printing, RunIdentity identity, const CommonOptions& options)
@@ -107,6 +131,11 @@ void Reporter::preamble(const std::vector<RankDescription>& ranks, const std::st
     case Blocking::none:
       break;
   }
+  if (o_.per_iter_timing) {
+    std::printf("# Per-Iteration Report: CPU clock timing, each iteration waited for; i_* uses max over process rows");
+    if (o_.per_iter_skip != 0) std::printf("; summary skips first %d iterations", o_.per_iter_skip);
+    std::printf(" \n");
+  }
   for (const std::string& note : o_.notes) std::printf("# %s\n", note.c_str());
   std::printf("#\n# Using devices\n");
   for (const RankDescription& r : ranks_) {
@@ -118,24 +147,43 @@ void Reporter::preamble(const std::vector<RankDescription>& ranks, const std::st
   const char* stamp_label = o_.report_timestamps ? "timestamp" : "";
   const char* stamp_format = o_.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "";
   std::printf("#\n");
-  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "",
-              "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
-              "redop", "root", time_label, "algbw", "busbw", "#wrong", time_label, "algbw", "busbw", "#wrong", stamp_pad,
-              stamp_label);
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "",
-              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", stamp_pad, stamp_format);
+  if (o_.per_iter_timing) {
+    std::printf("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                in-place (+ per-iteration)\n",
+                "", "", "", "", "");
+    const char* row = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s\n";
+    std::printf(row, "size", "count", "type", "redop", "root", time_label, "algbw", "busbw", "#wrong", "i_min", "i_max",
+                "i_p99", "i_cv%", time_label, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", stamp_pad,
+                stamp_label);
+    std::printf(row, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", stamp_pad, stamp_format);
+  } else {
+    std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
+                "", "", "");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
+                "redop", "root", time_label, "algbw", "busbw", "#wrong", time_label, "algbw", "busbw", "#wrong",
+                stamp_pad, stamp_label);
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "",
+                "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", stamp_pad, stamp_format);
+  }
   std::fflush(stdout);
 }
 
 void Reporter::begin_row(const std::string& collective, size_t size_bytes, size_t count, const std::string& type,
                          const std::string& redop, int root) {
-  current_ = Measurement{collective, size_bytes, count, type, redop, root};
+  current_ = Measurement{};
+  current_.collective = collective;
+  current_.size_bytes = size_bytes;
+  current_.count = count;
+  current_.type = type;
+  current_.redop = redop;
+  current_.root = root;
   if (printing_) std::printf("%12zu  %12zu  %8s  %6s  %6i", size_bytes, count, type.c_str(), redop.c_str(), root);
 }
 
-void Reporter::measurement(bool in_place, double time_us, double algbw_gbs, double busbw_gbs, int64_t wrong) {
+void Reporter::measurement(bool in_place, double time_us, double algbw_gbs, double busbw_gbs, int64_t wrong,
+                           const PerIteration* per_iter) {
   Measurement m = current_;
+  if (per_iter != nullptr) m.per_iter = *per_iter;
   m.in_place = in_place;
   m.time_us = time_us;
   m.algbw_gbs = algbw_gbs;
@@ -154,6 +202,11 @@ void Reporter::measurement(bool in_place, double time_us, double algbw_gbs, doub
   } else {
     std::printf("  %7s  %6s  %6s  %6g", time_text.c_str(), algbw_text.c_str(), busbw_text.c_str(),
                 static_cast<double>(wrong));
+  }
+  if (per_iter != nullptr) {
+    const IterStats st = iter_stats(per_iter->times_us, o_.per_iter_skip);
+    std::printf("  %7s  %7s  %7s  %7s", fixed_width(st.min, 7).c_str(), fixed_width(st.max, 7).c_str(),
+                fixed_width(st.p99, 7).c_str(), fixed_width(st.cv_pct, 7).c_str());
   }
   if (in_place && o_.report_timestamps) std::printf("%21s", now_text().c_str());
 }

@@ -26,6 +26,18 @@ struct RunIdentity {
   int nranks = 0;
 };
 
+// -I 1: every timed iteration, in microseconds.
+struct PerIteration {
+  std::vector<double> times_us;                     // per iteration, the maximum over the ranks
+  std::vector<std::vector<double>> per_process_us;  // rank by rank (nccl-tests' process rows)
+};
+
+// nccl-tests' per-iteration summary of times_us past the skipped ones (its computeIterStats).
+struct IterStats {
+  double min = 0, max = 0, avg = 0, p50 = 0, p95 = 0, p99 = 0, stdev = 0, cv_pct = 0;
+};
+IterStats iter_stats(const std::vector<double>& times_us, int skip);
+
 // One measured column group of one row.
 struct Measurement {
   std::string collective;
@@ -39,6 +51,7 @@ struct Measurement {
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   int64_t wrong = -1;     // -1: not checked
+  PerIteration per_iter;  // -I 1 only
 };
 
 class Reporter {
@@ -55,7 +68,9 @@ class Reporter {
   void preamble(const std::vector<RankDescription>& ranks, const std::string& device_tag);
   void begin_row(const std::string& collective, size_t size_bytes, size_t count, const std::string& type,
                  const std::string& redop, int root);
-  void measurement(bool in_place, double time_us, double algbw_gbs, double busbw_gbs, int64_t wrong);
+  // per_iter: -I 1's times (nullptr otherwise), printed as i_min, i_max, i_p99, i_cv%.
+  void measurement(bool in_place, double time_us, double algbw_gbs, double busbw_gbs, int64_t wrong,
+                   const PerIteration* per_iter = nullptr);
   // Ends the printed line; also after an exception, so the error text starts on its own line.
   void end_row();
 

@@ -103,7 +103,9 @@ class Sweep {
       const RunParams params{row.op, o_.root, o_.algorithm};
       const IssueOnce issue_once = [&] { return issue(group_, spec, where, row.shape.param_count, params); };
       if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
-      double seconds = time_iterations(group_, issue_once, o_.iters, o_.agg_iters, o_.blocking_mode);
+      std::vector<double> iteration_seconds;
+      double seconds = time_iterations(group_, issue_once, o_.iters, o_.agg_iters, o_.blocking_mode,
+                                       o_.per_iter_timing ? &iteration_seconds : nullptr);
       seconds = combine_across_ranks(group_, seconds, o_.combine);
       const bool checked = o_.check && checkable(spec, in_place);
       int64_t wrong = -1;
@@ -111,8 +113,32 @@ class Sweep {
       for (int c = 0; checked && c < o_.check_iters && wrong <= 0; ++c) wrong = check_once(row, where, issue_once, in_place);
       const double algbw = seconds > 0 ? static_cast<double>(row.row_bytes) / 1.0e9 / seconds : 0.0;
       const double busbw = algbw * spec.busbw_factor(group_.size());
-      report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
+      if (o_.per_iter_timing) {
+        const bench::PerIteration per_iter = gather_iterations(iteration_seconds);
+        report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong, &per_iter);
+      } else {
+        report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
+      }
     }
+  }
+
+  // -I 1: every rank's iteration times (allgather), and per iteration the slowest rank's.
+  bench::PerIteration gather_iterations(const std::vector<double>& mine_seconds) {
+    const size_t iters = mine_seconds.size();
+    const size_t n = static_cast<size_t>(group_.size());
+    std::vector<double> mine(mine_seconds);
+    for (double& t : mine) t *= 1.0e6;
+    std::vector<double> all(iters * n);
+    group_.allgather(Buffer(mine.data(), iters, DataType::float64), Buffer(all.data(), all.size(), DataType::float64))
+        ->wait();
+    bench::PerIteration p;
+    p.times_us.assign(iters, 0.0);
+    for (size_t r = 0; r < n; ++r) {
+      p.per_process_us.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * iters),
+                                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * iters));
+      for (size_t i = 0; i < iters; ++i) p.times_us[i] = std::max(p.times_us[i], p.per_process_us[r][i]);
+    }
+    return p;
   }
 
   // Refills the inputs with fresh values, runs once more and counts wrong elements everywhere.

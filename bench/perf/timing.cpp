@@ -10,7 +10,8 @@ void run_and_wait(const IssueOnce& issue_once, int count) {
   }
 }
 
-double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode) {
+double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode,
+                       std::vector<double>* iteration_seconds) {
   using Clock = std::chrono::steady_clock;
   group.barrier()->wait();
   std::vector<WorkPtr> pending;
@@ -27,6 +28,12 @@ double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int ite
       // nccl-tests' startColl: -z 1, 2 and 3 wait for each operation, -z 1 adds a barrier.
       for (const WorkPtr& w : works) w->wait();
       if (mode == Blocking::wait_barrier) group.barrier()->wait();
+    }
+    if (iteration_seconds != nullptr) {
+      for (const WorkPtr& w : pending) w->wait();
+      pending.clear();
+      const std::chrono::duration<double> took = Clock::now() - iteration_start;
+      iteration_seconds->push_back(took.count() / agg_iters);
     }
     if (mode == Blocking::wait_barrier_untimed) {
       untimed_excluded += Clock::now() - iteration_start;

@@ -16,7 +16,10 @@ void run_and_wait(const IssueOnce& issue_once, int count);
 
 // Seconds per operation measured on this rank (elapsed / (iters x agg_iters); with -z 3 only the
 // time up to each iteration's barrier counts, as in nccl-tests).
-double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode);
+// iteration_seconds (-I 1): also the time of each iteration per operation, measured by waiting
+// for each iteration before issuing the next (a CPU has no stream events to time them in flight).
+double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode,
+                       std::vector<double>* iteration_seconds = nullptr);
 
 // Combines every rank's seconds: rank 0's, the average, the minimum or the maximum.
 // Collective: every rank calls it.

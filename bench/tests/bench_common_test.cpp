@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -89,8 +90,10 @@ TEST(BenchOptions, TheRestOfNcclTestsFlagsShortAndLong) {
   EXPECT_EQ(o.unalign, 2);
   EXPECT_EQ(o.blocking_mode, Blocking::wait_barrier_untimed);
   EXPECT_EQ(o.min_bytes, 1536u);
+  EXPECT_TRUE(o.per_iter_timing);
+  EXPECT_EQ(o.per_iter_skip, 3);
   // -t 1 changes nothing; every other GPU flag given a value that matters leaves a note.
-  ASSERT_EQ(o.notes.size(), 11u);
+  ASSERT_EQ(o.notes.size(), 9u);
   EXPECT_EQ(o.notes[0].rfind("-g 2: ", 0), 0u) << o.notes[0];
   EXPECT_EQ(o.notes[2].rfind("-y 1: ", 0), 0u) << o.notes[2];
   EXPECT_EQ(o.notes[3].rfind("-G 6: ", 0), 0u) << o.notes[3];
@@ -111,6 +114,23 @@ TEST(BenchOptions, TheRestOfNcclTestsFlagsShortAndLong) {
   EXPECT_TRUE(l.o.notes.empty()) << l.o.notes[0];
   ASSERT_EQ(l.extra.size(), 1u);
   EXPECT_EQ(l.extra[0], std::make_pair(std::string("-T"), std::string("5")));
+  // nccl-tests' corrections of -K: out of range, or without -I.
+  const Parsed k = parse({"allreduce", "-n", "4", "-I", "1", "-K", "4"});
+  EXPECT_EQ(k.o.per_iter_skip, 0);
+  ASSERT_EQ(k.o.notes.size(), 1u);
+  EXPECT_EQ(k.o.notes[0], "per-iteration skip (-K) must be between 0 and 3. Disabling.");
+  EXPECT_EQ(parse({"allreduce", "-K", "2"}).o.per_iter_skip, 0);
+}
+
+TEST(BenchReport, NcclTestsPerIterationStatistics) {
+  const IterStats st = iter_stats({100, 1, 2, 3, 4}, 1);  // the 100 is skipped
+  EXPECT_DOUBLE_EQ(st.min, 1);
+  EXPECT_DOUBLE_EQ(st.max, 4);
+  EXPECT_DOUBLE_EQ(st.avg, 2.5);
+  EXPECT_DOUBLE_EQ(st.p50, 3);  // sorted[n / 2]
+  EXPECT_DOUBLE_EQ(st.p99, 4);  // nearest rank
+  EXPECT_NEAR(st.stdev, std::sqrt(1.25), 1e-12);
+  EXPECT_NEAR(st.cv_pct, std::sqrt(1.25) / 2.5 * 100, 1e-9);
 }
 
 TEST(BenchOptions, NcclTestsProgramNamesImplyTheCollective) {

@@ -15,6 +15,7 @@ import re
 
 ROW_PREFIX = [("size", 12), ("count", 12), ("type", 8), ("redop", 6), ("root", 6)]
 PLACEMENT = [("time", 7), ("algbw", 6), ("busbw", 6), ("wrong", 6)]
+PER_ITERATION = [("i_min", 7), ("i_max", 7), ("i_p99", 7), ("i_cv", 7)]  # "  %7s" each, with -I 1
 TIMESTAMP_WIDTH = 21
 
 
@@ -22,9 +23,20 @@ class FormatError(Exception):
     pass
 
 
-def header_lines(time_label="time", timestamps=False):
+def header_lines(time_label="time", timestamps=False, per_iter=False):
     """nccl-tests' writeResultHeader, rendered with its own format strings."""
     pad, label, fmt = (19, "timestamp", "%Y-%m-%d %H:%M:%S") if timestamps else (0, "", "")
+    if per_iter:
+        line1 = ("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)"
+                 "                                in-place (+ per-iteration)") % ("", "", "", "", "")
+        row = ("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s"
+               "  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s")
+        line2 = row % ("size", "count", "type", "redop", "root", time_label, "algbw", "busbw", "#wrong", "i_min",
+                       "i_max", "i_p99", "i_cv%", time_label, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99",
+                       "i_cv%", pad, label)
+        line3 = row % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
+                       "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, fmt)
+        return [line1, line2, line3]
     line1 = "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          " % (
         "", "", "", "", "")
     row = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s"
@@ -55,7 +67,7 @@ def _gap(line, pos, n, what):
     return pos + n
 
 
-def parse_row(line, timestamps=False):
+def parse_row(line, timestamps=False, per_iter=False):
     row, pos = {}, 0
     for i, (name, width) in enumerate(ROW_PREFIX):
         if i:
@@ -76,6 +88,10 @@ def parse_row(line, timestamps=False):
                 group[name] = int(float(value))
             else:
                 group[name] = float(value)
+        for name, width in PER_ITERATION if per_iter else []:
+            pos = _gap(line, pos, 2, name)
+            value, pos = _cut(line, pos, width, name)
+            group[name] = float(value)
         row[placement] = group
     if timestamps:
         stamp, pos = line[pos:pos + TIMESTAMP_WIDTH], pos + TIMESTAMP_WIDTH
@@ -86,7 +102,7 @@ def parse_row(line, timestamps=False):
     return row
 
 
-def parse_log(text, time_label="time", timestamps=False):
+def parse_log(text, time_label="time", timestamps=False, per_iter=False):
     """The run as nccl-tests' users read it. Raises FormatError on any line out of place."""
     lines = text.split("\n")
     log = {"rows": [], "ranks": [], "notes": [], "json_path": None}
@@ -119,13 +135,13 @@ def parse_log(text, time_label="time", timestamps=False):
     if lines[i] != "#":
         raise FormatError("expected '#' after the devices, got %r" % lines[i])
     i += 1
-    want = header_lines(time_label, timestamps)
+    want = header_lines(time_label, timestamps, per_iter)
     if lines[i:i + 3] != want:
         raise FormatError("header differs from nccl-tests':\n%s\nwanted:\n%s" % (
             "\n".join(lines[i:i + 3]), "\n".join(want)))
     i += 3
     while i < len(lines) and not lines[i].startswith("#"):
-        log["rows"].append(parse_row(lines[i], timestamps))
+        log["rows"].append(parse_row(lines[i], timestamps, per_iter))
         i += 1
     m = re.match(r"^# Out of bounds values : (\d+) (OK|FAILED)$", lines[i])
     if not m:
@@ -161,6 +177,10 @@ def _keys(obj, keys, where):
             where, list(obj.keys()) if isinstance(obj, dict) else obj, keys))
 
 
+PER_ITER_KEYS = ["skipped_iterations", "min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us",
+                 "cv_pct", "times_us"]
+
+
 def check_json(doc, cputime=False):
     """nccl-tests' -J document (JSON_FILE_VERSION 3): the same keys in the same order, the same
     value kinds (its booleans are the strings "true"/"false", the root a %6i string)."""
@@ -193,9 +213,25 @@ def check_json(doc, cputime=False):
                           ("device", "int"), ("device_hex", "str"), ("device_info", "str")]:
             _kind(d[key], kind, "device." + key)
     time_key = "cpu_time" if cputime else "time"
+    per_iter = config["per_iter_timing"] == "true"
     for r in doc["results"]:
-        _keys(r, ["size", "count", "type", "redop", "root", "out_of_place", "in_place", "actual_iterations",
-                  "experiment_name"], "result")
+        placements = (["out_of_place", "out_of_place_per_iter", "in_place", "in_place_per_iter"] if per_iter
+                      else ["out_of_place", "in_place"])
+        _keys(r, ["size", "count", "type", "redop", "root"] + placements + ["actual_iterations", "experiment_name"],
+              "result")
+        for key in placements[1::2] if per_iter else []:
+            p = r[key]
+            extra = ["per_process_max_times_us"] if "per_process_max_times_us" in p else []
+            _keys(p, PER_ITER_KEYS + extra, key)
+            _kind(p["skipped_iterations"], "int", key + ".skipped_iterations")
+            for k in PER_ITER_KEYS[1:-1]:
+                _kind(p[k], "num", key + "." + k)
+            if len(p["times_us"]) != r["actual_iterations"]:
+                raise FormatError("%s.times_us: %d times for %d iterations" % (
+                    key, len(p["times_us"]), r["actual_iterations"]))
+            for row in p.get("per_process_max_times_us", []):
+                if len(row) != len(p["times_us"]):
+                    raise FormatError("%s: a process row of %d times" % (key, len(row)))
         for key, kind in [("size", "int"), ("count", "int"), ("type", "str"), ("redop", "str"), ("root", "str"),
                           ("actual_iterations", "int"), ("experiment_name", "str")]:
             _kind(r[key], kind, "result." + key)

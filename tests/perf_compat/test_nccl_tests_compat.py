@@ -111,6 +111,29 @@ def test_gpu_flags_are_accepted_and_noted_and_cpu_meaningful_ones_work():
     expect(fmt.parse_log(out)["program"] == "all_reduce_perf", "kolo-perf allreduce is all_reduce_perf")
 
 
+def test_per_iteration_timing_as_nccl_tests_prints_and_writes_it():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "iter.json")
+        code, out, err = run("all_reduce_perf", SMALL + ["-n", "5", "-I", "1", "-K", "1", "-J", path])
+        expect(code == 0, "exit %d\n%s\n%s" % (code, out, err))
+        log = fmt.parse_log(out, per_iter=True)
+        expect(any(n.startswith("Per-Iteration Report:") and "skips first 1 iterations" in n for n in log["notes"]),
+               "no Per-Iteration Report line: %r" % log["notes"])
+        for row in log["rows"]:
+            for placement in ("out_of_place", "in_place"):
+                g = row[placement]
+                expect(0 < g["i_min"] <= g["i_max"] and g["i_p99"] <= g["i_max"], "i_* %r" % g)
+        with open(path) as f:
+            doc = json.load(f)
+        fmt.check_json(doc)
+        expect(doc["config"]["per_iter_timing"] == "true" and doc["config"]["per_iter_skip"] == 1, "config")
+        for r in doc["results"]:
+            p = r["out_of_place_per_iter"]
+            expect(len(p["per_process_max_times_us"]) == 2, "2 process rows, got %d" % len(p["per_process_max_times_us"]))
+            # nccl-tests' analyzer checks this too: times_us is the maximum over the process rows.
+            expect(p["times_us"] == [max(col) for col in zip(*p["per_process_max_times_us"])], "times_us %r" % p)
+
+
 def test_wrong_data_exits_7():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "wrong.json")
