@@ -52,6 +52,11 @@ PeerOptions parse_options(int argc, char** argv, const ProgramTraits& traits) {
   if (o.agg_iters != 1) o.notes.push_back("-m " + std::to_string(o.agg_iters) + ": the peers issue one operation per iteration");
   if (o.run_cycles != 1) o.notes.push_back("-N " + std::to_string(o.run_cycles) + ": the peers run the sweep once");
   if (o.unalign != 0) o.notes.push_back("-u " + std::to_string(o.unalign) + ": the peers' buffers stay aligned");
+  if (o.per_iter_timing) {
+    o.notes.push_back("-I 1: the peers do not time single iterations; the table has no i_* columns");
+    o.per_iter_timing = false;
+    o.per_iter_skip = 0;
+  }
   if (o.blocking_mode != bench::Blocking::none)
     o.notes.push_back("-z: every peer operation is waited for anyway, with no barrier");
   o.types = parse_types(o.dtype_text);

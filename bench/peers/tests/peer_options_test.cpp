@@ -61,6 +61,14 @@ TEST(PeerOptions, LongFormsAndAll) {
   EXPECT_EQ(parse(kGloo, {"allreduce"}).algorithm, "ring");  // the first listed is the default
 }
 
+TEST(PeerOptions, FlagsThePeersDoNotVaryAreNoted) {
+  const PeerOptions o = parse(kMpi, {"allreduce", "-I", "1", "-m", "2"});
+  EXPECT_FALSE(o.per_iter_timing);  // the peers' rows have no i_* columns, so neither may the header
+  ASSERT_EQ(o.notes.size(), 2u);
+  EXPECT_EQ(o.notes[0].rfind("-m 2: ", 0), 0u) << o.notes[0];
+  EXPECT_EQ(o.notes[1].rfind("-I 1: ", 0), 0u) << o.notes[1];
+}
+
 TEST(PeerOptions, Refusals) {
   EXPECT_THROW(parse(kMpi, {}), UsageError);
   EXPECT_THROW(parse(kMpi, {"gather"}), UsageError);
