@@ -21,7 +21,7 @@ targets=("$@")
 out=${FUZZ_BUILD_DIR:-build-fuzz}
 mkdir -p "$out"
 CXX=${CXX:-clang++}
-# The version string meson passes to every compile (the option parsers print it with --version).
+# The version comes from meson.build alone, as in the meson build (the option parsers print it).
 version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.
        "-DKOLO_VERSION=\"$version\"")
@@ -46,7 +46,7 @@ for t in "${targets[@]}"; do
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp ;;
     store) build store src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
-    options) build options -Ibench/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
+    options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
                kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
                bench/common/collective_specs.cpp src/launcher/options.cpp ;;
     *) echo "fuzz.sh: unknown target '$t'"; exit 2 ;;

@@ -5,29 +5,21 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
+#include "byte_size.hpp"
 #include "usage_error.hpp"
 
 namespace kolo::bench {
 
 size_t parse_size(const std::string& text, const char* flag) {
   if (text.empty()) throw UsageError(std::string(flag) + ": empty size");
-  size_t digits_end = text.size();
-  size_t multiplier = 1;
-  switch (text.back()) {
-    case 'K': case 'k': multiplier = size_t{1} << 10; digits_end--; break;
-    case 'M': case 'm': multiplier = size_t{1} << 20; digits_end--; break;
-    case 'G': case 'g': multiplier = size_t{1} << 30; digits_end--; break;
-    default: break;
-  }
-  const std::string digits = text.substr(0, digits_end);
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError(std::string(flag) + ": '" + text + "' is not a size (digits with an optional K, M or G)");
-  errno = 0;
-  const unsigned long long v = std::strtoull(digits.c_str(), nullptr, 10);
-  if (errno == ERANGE || v > std::numeric_limits<size_t>::max() / multiplier)
-    throw UsageError(std::string(flag) + ": '" + text + "' is too large");
-  return static_cast<size_t>(v) * multiplier;
+  // Fractions as nccl-tests' parsesize takes them: -b 1.5K is 1536 bytes.
+  const std::optional<uint64_t> bytes = common::parse_byte_size(text, /*allow_fraction=*/true);
+  if (!bytes)
+    throw UsageError(std::string(flag) + ": '" + text + "' is not a size (a number with an optional K, M or G)");
+  if (*bytes > std::numeric_limits<size_t>::max()) throw UsageError(std::string(flag) + ": '" + text + "' is too large");
+  return static_cast<size_t>(*bytes);
 }
 
 long long parse_integer(const std::string& text, const std::string& flag, long long lo, long long hi) {

@@ -13,15 +13,19 @@
 //
 //   kolo-bench-cuda-kernels [--op sum] [--dtypes float32,bfloat16] [--min-bytes 1M] [--max-bytes 1G]
 #include <cuda_runtime.h>
+#include <getopt.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include "common/byte_size.hpp"
 #include "kernels/cuda/cuda_api.hpp"
 #include "kolo/error.hpp"
 #include "kolo/types.hpp"
@@ -59,44 +63,48 @@ struct Options {
 };
 
 size_t parse_size(const std::string& text) {
-  size_t pos = 0;
-  const double value = std::stod(text, &pos);
-  const std::string suffix = text.substr(pos);
-  double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M, 1G)");
-  return static_cast<size_t>(value * scale);
+  const std::optional<uint64_t> bytes = kolo::common::parse_byte_size(text, /*allow_fraction=*/true);
+  if (!bytes) throw std::invalid_argument("bad size '" + text + "' (use e.g. 64M, 1G)");
+  return static_cast<size_t>(*bytes);
 }
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--op") {
-      o.op = kolo::parse_reduce(value());
-    } else if (arg == "--dtypes") {
-      const std::string list = value();
-      size_t start = 0;
-      while (start <= list.size()) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        o.dtypes.push_back(kolo::parse_dtype(list.substr(start, comma - start)));
-        start = comma + 1;
-      }
-    } else if (arg == "--min-bytes") {
-      o.min_bytes = parse_size(value());
-    } else if (arg == "--max-bytes") {
-      o.max_bytes = parse_size(value());
-    } else {
-      throw std::invalid_argument("unknown option " + arg +
-                                  " (expected --op, --dtypes, --min-bytes, --max-bytes)");
+  // getopt_long, as the other benchmarks parse their flags: "--op=max" and "--op max" alike.
+  enum { kOp = 1, kDtypes, kMinBytes, kMaxBytes };
+  const option flags[] = {{"op", required_argument, nullptr, kOp},
+                          {"dtypes", required_argument, nullptr, kDtypes},
+                          {"min-bytes", required_argument, nullptr, kMinBytes},
+                          {"max-bytes", required_argument, nullptr, kMaxBytes},
+                          {nullptr, 0, nullptr, 0}};
+  opterr = 0;
+  for (int code; (code = getopt_long(argc, argv, ":", flags, nullptr)) != -1;) {
+    const std::string value = optarg != nullptr ? optarg : "";
+    switch (code) {
+      case kOp:
+        o.op = kolo::parse_reduce(value);
+        break;
+      case kDtypes:
+        for (size_t start = 0; start <= value.size();) {
+          const size_t comma = std::min(value.find(',', start), value.size());
+          o.dtypes.push_back(kolo::parse_dtype(value.substr(start, comma - start)));
+          start = comma + 1;
+        }
+        break;
+      case kMinBytes:
+        o.min_bytes = parse_size(value);
+        break;
+      case kMaxBytes:
+        o.max_bytes = parse_size(value);
+        break;
+      case ':':
+        throw std::invalid_argument(std::string(argv[optind - 1]) + " needs a value");
+      default:
+        throw std::invalid_argument("unknown option " + std::string(argv[optind - 1]) +
+                                    " (expected --op, --dtypes, --min-bytes, --max-bytes)");
     }
   }
+  if (optind < argc) throw std::invalid_argument(std::string("unexpected argument ") + argv[optind]);
   if (o.dtypes.empty()) {
     for (int t = 0; t < kolo::kNumDataTypes; ++t) {
       const auto dtype = static_cast<kolo::DataType>(t);

@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
   PeerOptions o;
   try {
     o = parse_options(argc, argv, kTraits);
+    if (o.version) {
+      std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
+      return 0;
+    }
     if (o.help) {
       std::printf("%s", usage_text(kTraits).c_str());
       return kExitOk;

@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kolo-perf-mpi: %s\n\n%s", e.what(), usage_text(kTraits).c_str());
     return kExitUsage;
   }
+  if (o.version) {
+    std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
+    return 0;
+  }
   if (o.help) {
     std::printf("%s", usage_text(kTraits).c_str());
     return kExitOk;

@@ -48,9 +48,20 @@ PeerOptions parse_options(int argc, char** argv, const ProgramTraits& traits) {
   const std::vector<bench::ExtraFlag> own = {{"-T", "--timeout"}, {"", "--algo"}, {"", "--store-dir"}};
   bench::parse_common(argc, argv, o, own,
                       [&](const std::string& flag, const std::string& value) { apply_own(o, flag, value, traits); });
+  // What the peers' plain loop (peer_sweep.cpp) does not vary, said on the table's "#" lines.
+  if (o.agg_iters != 1) o.notes.push_back("-m " + std::to_string(o.agg_iters) + ": the peers issue one operation per iteration");
+  if (o.run_cycles != 1) o.notes.push_back("-N " + std::to_string(o.run_cycles) + ": the peers run the sweep once");
+  if (o.unalign != 0) o.notes.push_back("-u " + std::to_string(o.unalign) + ": the peers' buffers stay aligned");
+  if (o.per_iter_timing) {
+    o.notes.push_back("-I 1: the peers do not time single iterations; the table has no i_* columns");
+    o.per_iter_timing = false;
+    o.per_iter_skip = 0;
+  }
+  if (o.blocking_mode != bench::Blocking::none)
+    o.notes.push_back("-z: every peer operation is waited for anyway, with no barrier");
   o.types = parse_types(o.dtype_text);
   o.ops = parse_ops(o.op_text);
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   if (!contains(traits.collectives, o.collective))
     throw UsageError("unknown collective '" + o.collective + "' (" + traits.name + " measures " +
                      joined(traits.collectives) + ")");
@@ -62,14 +73,15 @@ std::string usage_text(const ProgramTraits& traits) {
                      "  COLLECTIVE            " + joined(traits.collectives) + "\n" +
                      bench::common_usage_lines("int8 uint8 int32 uint32 int64 uint64 float double, all (default float)",
                                                "sum, prod, min, max or all (default sum)");
-  text += "                        (-z is accepted for scripts; every peer operation is blocking anyway)\n";
+  text += "                            (-z, -m, -N and -u are accepted for scripts; the peers issue every\n"
+          "                            operation on its own and wait for it, once per size)\n";
   if (traits.has_timeout) text += "  -T, --timeout SEC     the library's per-operation timeout (default 300)\n";
   if (!traits.algorithms.empty()) {
     text += "      --algo NAME       " + joined(traits.algorithms) + " (default " + traits.algorithms.front() + ")\n";
   }
   if (traits.has_store_dir)
     text += "      --store-dir DIR   Gloo FileStore directory (default $TMPDIR/kolo-perf-gloo-$KOLO_JOB_ID)\n";
-  text += "Exit status: 0 ok, 1 wrong results, 2 bad command line, 3 library error, 4 below --min-bw.\n";
+  text += "Exit status: 0 ok, 2 bad command line, 3 library error, 7 wrong results or below 0.9 x --min-bw.\n";
   return text;
 }
 

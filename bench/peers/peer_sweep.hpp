@@ -10,10 +10,10 @@ namespace kolo::peers {
 using bench::kExitError;
 using bench::kExitOk;
 using bench::kExitUsage;
-using bench::kExitWrongResults;
+using bench::kExitTestFailure;
 
 // Collective: every rank calls it with the same options. Prints the table on rank 0 (and
-// writes --json/--csv there) and returns kExitOk, kExitWrongResults or kExitBelowMinBw;
+// writes --json/--csv there) and returns kExitOk or kExitTestFailure (7: wrong results or below the floor);
 // throws UsageError for a root outside the group.
 int run_benchmark(PeerBackend& backend, const PeerOptions& o, const char* program);
 

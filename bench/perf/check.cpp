@@ -67,6 +67,13 @@ void fill_inputs(const CheckContext& c, const Placement& where, const ValuePlan&
   fill(where.send, plan, c.rank);
 }
 
+void spoil_first_output(const CheckContext& c, const Placement& where) {
+  const Buffer& out = where.recv;
+  if (!has_output(c) || out.ptr == nullptr || out.count == 0) return;
+  auto* bytes = static_cast<unsigned char*>(out.ptr);
+  for (size_t i = 0; i < dtype_size(out.dtype); ++i) bytes[i] = static_cast<unsigned char>(~bytes[i]);
+}
+
 int64_t count_wrong(const CheckContext& c, const Placement& where, const ValuePlan& plan) {
   if (!has_output(c)) return 0;
   const Expectation expect{c, plan};

@@ -1,8 +1,10 @@
 // kolo-perf: nccl-tests' *_perf programs for kolo, one binary for every collective.
 //   kolorun -n 4 kolo-perf allreduce -b 8 -e 16M -f 4 -c 1
+//   kolorun -n 4 all_reduce_perf -b 8 -e 16M -f 4 -c 1     (a symlink: argv[0] names the collective)
 // Joins the group described by the launch environment (kolo::init_from_env), sweeps the sizes,
-// prints nccl-tests' table on rank 0 (and with --json/--csv writes every row) and exits 0 ok,
-// 1 wrong results, 2 bad command line, 3 kolo error, 4 average busbw below --min-bw.
+// prints nccl-tests' table on rank 0 (and with -J, --json, --csv writes every row) and exits as
+// nccl-tests does: 0 ok, 7 wrong results or average busbw below 0.9 x the floor; and 2 bad
+// command line, 3 kolo error.
 #include <unistd.h>
 
 #include <cstdio>
@@ -77,6 +79,10 @@ int main(int argc, char** argv) {
   } catch (const kolo::perf::UsageError& e) {
     std::fprintf(stderr, "kolo-perf: %s\n\n%s", e.what(), kolo::perf::usage_text(argv[0]).c_str());
     return kExitUsage;
+  }
+  if (o.version) {
+    std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
+    return 0;
   }
   if (o.help) {
     std::printf("%s", kolo::perf::usage_text(argv[0]).c_str());

@@ -46,7 +46,8 @@ std::vector<DataType> parse_dtypes(const std::string& text) {
 
 PerfOptions parse_options(int argc, char** argv) {
   PerfOptions o;
-  const std::vector<bench::ExtraFlag> own = {{"-T", "--timeout"}, {"", "--algo"}, {"", "--transport"}};
+  const std::vector<bench::ExtraFlag> own = {{"-T", "--timeout"}, {"", "--algo"}, {"", "--transport"},
+                                             {"", "--inject-wrong"}};
   bench::parse_common(argc, argv, o, own, [&o](const std::string& flag, const std::string& value) {
     if (flag == "-T") {
       char* end = nullptr;
@@ -58,28 +59,36 @@ PerfOptions parse_options(int argc, char** argv) {
       o.algorithm = value;
     } else if (flag == "--transport") {
       o.transport = value;
+    } else if (flag == "--inject-wrong") {
+      o.inject_wrong = bench::parse_integer(value, flag, 0, 1) != 0;
     }
   });
   o.ops = parse_ops(o.op_text);
   o.all_ops = o.op_text == "all";
   o.dtypes = parse_dtypes(o.dtype_text);
   o.all_dtypes = o.dtype_text == "all";
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   find_collective(o.collective);  // throws UsageError for an unknown name
   return o;
 }
 
 std::string usage_text(const char* program) {
-  return std::string("usage: ") + program + " COLLECTIVE [options]\n" +
-         "  COLLECTIVE            " + collective_names() + "\n" +
+  const std::string name = program;
+  const std::string implied = bench::collective_of_program(name);
+  const std::string head = implied.empty() ? name + " COLLECTIVE [options]\n" +
+                                                 "  COLLECTIVE                " + collective_names() + "\n"
+                                           : name + " [options]   (measures " + implied + ")\n";
+  return "usage: " + head +
          bench::common_usage_lines(
              "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, all (default float)",
              "sum, prod, min, max, avg, premulsum (mulsum), band, bor, bxor, all (default sum)") +
-         "  -T, --timeout SEC     per-collective timeout (default KOLO_TIMEOUT)\n"
-         "      --algo NAME       force an algorithm (ring, tree, rd, direct, ...)\n"
-         "      --transport NAME  force a transport (tcp, shm)\n"
-         "Run it under a launcher: kolorun -n 4 " + program + " allreduce -b 8 -e 16M -f 4\n"
-         "Exit status: 0 ok, 1 wrong results, 2 bad command line, 3 kolo error, 4 below --min-bw.\n";
+         "  -T, --timeout SEC         per-collective timeout (default KOLO_TIMEOUT; fractions allowed)\n"
+         "      --algo NAME           force an algorithm (ring, tree, rd, direct, ...)\n"
+         "      --transport NAME      force a transport (tcp, shm, ibverbs)\n"
+         "      --inject-wrong 0|1    testing: spoil one output element before each check (exit 7)\n"
+         "Run it under a launcher: kolorun -n 4 kolo-perf allreduce -b 8 -e 16M -f 4\n"
+         "  (or by nccl-tests' names: kolorun -n 4 all_reduce_perf -b 8 -e 16M -f 4)\n"
+         "Exit status: 0 ok, 2 bad command line, 3 kolo error, 7 wrong results or below 0.9 x the --min-bw floor.\n";
 }
 
 const char* nccl_dtype_name(DataType t) {

@@ -1,5 +1,6 @@
-// kolo-perf's command line: nccl-tests' flags (bench/common: same letters, same defaults, plus
-// --json, --csv, --min-bw) and kolo's own --algo, --transport and --timeout.
+// kolo-perf's command line: every nccl-tests flag (bench/common: same letters, long names and
+// defaults, getopt_long, plus --json, --csv, --min-bw) and kolo's own --algo, --transport,
+// --timeout and --inject-wrong.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -13,6 +14,7 @@
 
 namespace kolo::perf {
 
+using bench::Blocking;
 using bench::TimeCombine;
 using bench::UsageError;
 using bench::parse_size;
@@ -25,6 +27,7 @@ struct PerfOptions : bench::CommonOptions {
   std::string algorithm;   // --algo: Options.algorithm of every measured collective
   std::string transport;   // --transport: GroupOptions.transport
   std::chrono::milliseconds timeout{0};  // -T/--timeout: GroupOptions.timeout (0: KOLO_TIMEOUT)
+  bool inject_wrong = false;  // --inject-wrong 1: spoil one checked element per check (tests exit 7)
 };
 
 // Parses argv. Throws UsageError for an unknown flag, a missing or malformed value, or an

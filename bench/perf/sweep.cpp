@@ -50,8 +50,10 @@ class Sweep {
 
   void run() {
     const CollectiveSpec& spec = find_collective(o_.collective);
-    send_ = allocate(o_.max_bytes);
-    recv_ = allocate(o_.max_bytes);
+    // -u shifts the buffers by up to unalign elements of the widest type (8 bytes).
+    const size_t slack = static_cast<size_t>(o_.unalign) * 8;
+    send_ = allocate(o_.max_bytes + slack);
+    recv_ = allocate(o_.max_bytes + slack);
     // Data movement takes no operator: one pass, printed as "none".
     const std::vector<ReduceOp> ops = spec.reduces ? o_.ops : std::vector<ReduceOp>{ReduceOp()};
     for (DataType dtype : o_.dtypes) {
@@ -61,9 +63,12 @@ class Sweep {
           throw UsageError(std::string("-o ") + nccl_op_name(op.kind) + " is bitwise and needs an integer -d, not " +
                            nccl_dtype_name(dtype));
         }
-        for (size_t size = o_.min_bytes;;) {
-          run_row(spec, dtype, op, size);
-          if (!bench::next_size(size, o_.max_bytes, o_.step_bytes, o_.step_factor)) break;
+        // -N: the whole sweep again, run_cycles times (0: until killed), as nccl-tests repeats it.
+        for (int cycle = 0; o_.run_cycles == 0 || cycle < o_.run_cycles; ++cycle) {
+          for (size_t size = o_.min_bytes;;) {
+            run_row(spec, dtype, op, size);
+            if (!bench::next_size(size, o_.max_bytes, o_.step_bytes, o_.step_factor)) break;
+          }
         }
       }
     }
@@ -75,7 +80,9 @@ class Sweep {
     const size_t elem = dtype_size(dtype);
     const Shape shape = spec.shape(size / elem, n);
     const size_t row_bytes = std::max(shape.send_count, shape.recv_count) * elem;
-    const RowSetup row{spec, dtype, op, shape, row_bytes, send_.get(), recv_.get()};
+    const size_t shift = static_cast<size_t>(o_.unalign) * elem;
+    const RowSetup row{spec, dtype, op, shape, row_bytes, static_cast<char*>(send_.get()) + shift,
+                       static_cast<char*>(recv_.get()) + shift};
     report_.begin_row(spec.name, row_bytes, shape.param_count, nccl_dtype_name(dtype),
                       spec.reduces ? nccl_op_name(op.kind) : "none", spec.rooted ? o_.root : -1);
     try {
@@ -96,14 +103,42 @@ class Sweep {
       const RunParams params{row.op, o_.root, o_.algorithm};
       const IssueOnce issue_once = [&] { return issue(group_, spec, where, row.shape.param_count, params); };
       if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
-      double seconds = time_iterations(group_, issue_once, o_.iters, o_.blocking);
+      std::vector<double> iteration_seconds;
+      double seconds = time_iterations(group_, issue_once, o_.iters, o_.agg_iters, o_.blocking_mode,
+                                       o_.per_iter_timing ? &iteration_seconds : nullptr);
       seconds = combine_across_ranks(group_, seconds, o_.combine);
       const bool checked = o_.check && checkable(spec, in_place);
-      const int64_t wrong = checked ? check_once(row, where, issue_once, in_place) : -1;
+      int64_t wrong = -1;
+      // -c N: up to N check runs with fresh values, stopping at the first that finds a wrong element.
+      for (int c = 0; checked && c < o_.check_iters && wrong <= 0; ++c) wrong = check_once(row, where, issue_once, in_place);
       const double algbw = seconds > 0 ? static_cast<double>(row.row_bytes) / 1.0e9 / seconds : 0.0;
       const double busbw = algbw * spec.busbw_factor(group_.size());
-      report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
+      if (o_.per_iter_timing) {
+        const bench::PerIteration per_iter = gather_iterations(iteration_seconds);
+        report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong, &per_iter);
+      } else {
+        report_.measurement(in_place, seconds * 1.0e6, algbw, busbw, wrong);
+      }
     }
+  }
+
+  // -I 1: every rank's iteration times (allgather), and per iteration the slowest rank's.
+  bench::PerIteration gather_iterations(const std::vector<double>& mine_seconds) {
+    const size_t iters = mine_seconds.size();
+    const size_t n = static_cast<size_t>(group_.size());
+    std::vector<double> mine(mine_seconds);
+    for (double& t : mine) t *= 1.0e6;
+    std::vector<double> all(iters * n);
+    group_.allgather(Buffer(mine.data(), iters, DataType::float64), Buffer(all.data(), all.size(), DataType::float64))
+        ->wait();
+    bench::PerIteration p;
+    p.times_us.assign(iters, 0.0);
+    for (size_t r = 0; r < n; ++r) {
+      p.per_process_us.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * iters),
+                                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * iters));
+      for (size_t i = 0; i < iters; ++i) p.times_us[i] = std::max(p.times_us[i], p.per_process_us[r][i]);
+    }
+    return p;
   }
 
   // Refills the inputs with fresh values, runs once more and counts wrong elements everywhere.
@@ -113,6 +148,7 @@ class Sweep {
     const CheckContext context{&row.spec, row.shape, group_.rank(), group_.size(), o_.root, in_place};
     fill_inputs(context, where, plan);
     run_and_wait(issue_once, 1);
+    if (o_.inject_wrong) spoil_first_output(context, where);
     return sum_across_ranks(group_, count_wrong(context, where, plan));
   }
 

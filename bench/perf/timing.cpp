@@ -10,22 +10,41 @@ void run_and_wait(const IssueOnce& issue_once, int count) {
   }
 }
 
-double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, bool blocking) {
+double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode,
+                       std::vector<double>* iteration_seconds) {
+  using Clock = std::chrono::steady_clock;
   group.barrier()->wait();
   std::vector<WorkPtr> pending;
-  const auto start = std::chrono::steady_clock::now();
+  std::chrono::duration<double> untimed_excluded{0};  // -z 3: the operations only, barriers left out
+  const auto start = Clock::now();
   for (int i = 0; i < iters; ++i) {
-    std::vector<WorkPtr> works = issue_once();
-    if (blocking) {
+    const auto iteration_start = Clock::now();
+    for (int a = 0; a < agg_iters; ++a) {
+      std::vector<WorkPtr> works = issue_once();
+      if (mode == Blocking::none) {
+        pending.insert(pending.end(), works.begin(), works.end());
+        continue;
+      }
+      // nccl-tests' startColl: -z 1, 2 and 3 wait for each operation, -z 1 adds a barrier.
       for (const WorkPtr& w : works) w->wait();
-    } else {
-      pending.insert(pending.end(), works.begin(), works.end());
+      if (mode == Blocking::wait_barrier) group.barrier()->wait();
+    }
+    if (iteration_seconds != nullptr) {
+      for (const WorkPtr& w : pending) w->wait();
+      pending.clear();
+      const std::chrono::duration<double> took = Clock::now() - iteration_start;
+      iteration_seconds->push_back(took.count() / agg_iters);
+    }
+    if (mode == Blocking::wait_barrier_untimed) {
+      untimed_excluded += Clock::now() - iteration_start;
+      group.barrier()->wait();
     }
   }
   // Operations complete in issue order, so waiting in that order adds no delay.
   for (const WorkPtr& w : pending) w->wait();
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / iters;
+  const std::chrono::duration<double> elapsed = Clock::now() - start;
+  const double seconds = mode == Blocking::wait_barrier_untimed ? untimed_excluded.count() : elapsed.count();
+  return seconds / (static_cast<double>(iters) * agg_iters);
 }
 
 double combine_across_ranks(ProcessGroup& group, double seconds, TimeCombine how) {

@@ -1,5 +1,5 @@
-// The timing loop: barrier, `iters` runs back to back (or each waited for with -z 1), and the
-// per-rank time combined across ranks as -a asks.
+// The timing loop: barrier, `iters` iterations of `agg_iters` operations each (-m), back to back
+// or waited for as -z asks, and the per-rank time combined across ranks as -a asks.
 #pragma once
 #include <functional>
 #include <vector>
@@ -14,8 +14,12 @@ using IssueOnce = std::function<std::vector<WorkPtr>()>;
 // Runs issue_once `count` times and waits for everything (for warm-up and check runs).
 void run_and_wait(const IssueOnce& issue_once, int count);
 
-// Seconds per iteration measured on this rank.
-double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, bool blocking);
+// Seconds per operation measured on this rank (elapsed / (iters x agg_iters); with -z 3 only the
+// time up to each iteration's barrier counts, as in nccl-tests).
+// iteration_seconds (-I 1): also the time of each iteration per operation, measured by waiting
+// for each iteration before issuing the next (a CPU has no stream events to time them in flight).
+double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int iters, int agg_iters, Blocking mode,
+                       std::vector<double>* iteration_seconds = nullptr);
 
 // Combines every rank's seconds: rank 0's, the average, the minimum or the maximum.
 // Collective: every rank calls it.

@@ -1,9 +1,13 @@
 #include "common/config.hpp"
 
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
+#include "common/byte_size.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::config {
@@ -71,19 +75,14 @@ std::string get_string(const char* name) {
 int64_t get_int(const char* name) {
   std::string s = get_string(name);
   if (s.empty()) return 0;
-  size_t pos = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &pos);
-  } catch (const std::exception&) {
-    throw InvalidArgument(std::string(name) + "='" + s + "' is not an integer");
-  }
-  std::string suffix = s.substr(pos);
-  if (suffix == "K" || suffix == "k") v <<= 10;
-  else if (suffix == "M" || suffix == "m") v <<= 20;
-  else if (suffix == "G" || suffix == "g") v <<= 30;
-  else if (!suffix.empty()) throw InvalidArgument(std::string(name) + "='" + s + "' has an unknown suffix");
-  return v;
+  // A leading minus, then the shared K/M/G parser (byte_size.hpp) for the magnitude.
+  const bool negative = s[0] == '-';
+  const std::optional<uint64_t> magnitude = common::parse_byte_size(std::string_view(s).substr(negative ? 1 : 0));
+  if (!magnitude) throw InvalidArgument(std::string(name) + "='" + s + "' is not an integer with an optional K, M or G");
+  if (*magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    throw InvalidArgument(std::string(name) + "='" + s + "' is too large");
+  const auto v = static_cast<int64_t>(*magnitude);
+  return negative ? -v : v;
 }
 
 }  // namespace kolo::config

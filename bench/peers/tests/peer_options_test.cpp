@@ -42,7 +42,7 @@ TEST(PeerOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.collective, "allreduce");
   EXPECT_EQ(o.min_bytes, 32u << 20);
   EXPECT_EQ(o.iters, 20);
-  EXPECT_EQ(o.warmup_iters, 5);
+  EXPECT_EQ(o.warmup_iters, 1);
   EXPECT_TRUE(o.check);
   EXPECT_EQ(o.types, std::vector<ElementType>{ElementType::float32});
   EXPECT_EQ(o.combine, TimeCombine::average);
@@ -59,6 +59,14 @@ TEST(PeerOptions, LongFormsAndAll) {
   EXPECT_EQ(o.timeout.count(), 2500);
   EXPECT_EQ(o.store_dir, "/tmp/x");
   EXPECT_EQ(parse(kGloo, {"allreduce"}).algorithm, "ring");  // the first listed is the default
+}
+
+TEST(PeerOptions, FlagsThePeersDoNotVaryAreNoted) {
+  const PeerOptions o = parse(kMpi, {"allreduce", "-I", "1", "-m", "2"});
+  EXPECT_FALSE(o.per_iter_timing);  // the peers' rows have no i_* columns, so neither may the header
+  ASSERT_EQ(o.notes.size(), 2u);
+  EXPECT_EQ(o.notes[0].rfind("-m 2: ", 0), 0u) << o.notes[0];
+  EXPECT_EQ(o.notes[1].rfind("-I 1: ", 0), 0u) << o.notes[1];
 }
 
 TEST(PeerOptions, Refusals) {
