@@ -48,7 +48,7 @@ for t in "${targets[@]}"; do
     store) build store src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
     options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
                kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
-               bench/common/collective_specs.cpp src/launcher/options.cpp ;;
+               bench/common/collective_specs.cpp src/launcher/options.cpp src/launcher/host_list.cpp ;;
     *) echo "fuzz.sh: unknown target '$t'"; exit 2 ;;
   esac
   mkdir -p "$out/corpus-$t"
