@@ -77,29 +77,39 @@ static inline void cpu_relax() {
 void EngineComm::wait(algo::Req r) {
   Request& req = get(r);
   if (req.state == Request::State::done) return;
-  auto spin_until = Clock::now() + spin_;
   // A peer on another core answers a small message within a microsecond or two: poll that long
   // without a system call before yielding the core.
   constexpr int kPureSpinPolls = 64;
+  // Reading the clock costs about as much as polling an idle shared-memory ring, so the loop
+  // reads it only once it has stopped spinning purely, and while data keeps moving (other
+  // requests' traffic) every kClockEvery polls, which still bounds the wait by its deadline.
+  constexpr unsigned kClockEvery = 1024;
+  Clock::time_point spin_until{};  // set at the first clock read: the spin window starts then
   int idle_polls = 0;
+  unsigned polls = 0;
   while (req.state == Request::State::pending) {
     if (ctx_.has_failure()) raise_group_failure();
-    bool moved = ctx_.poll();
+    const bool moved = ctx_.poll();
     if (req.state != Request::State::pending) break;
-    auto now = Clock::now();
+    ++polls;
+    if (moved) {
+      if (polls % kClockEvery != 0) continue;
+    } else if (++idle_polls <= kPureSpinPolls) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = Clock::now();
     if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req), req.peer);
-    if (!moved) {
-      if (now >= spin_until) {
-        // The slow path: say whom we wait for (the flight recorder shows it if we never return).
-        if (waiting_slot_) waiting_slot_->store(req.peer, std::memory_order_relaxed);
-        auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
-        ctx_.block(std::min(left, std::chrono::microseconds(50000)));
-      } else if (++idle_polls > kPureSpinPolls) {
-        // Let the peer's threads run when cores are scarce (more threads than cores).
-        std::this_thread::yield();
-      } else {
-        cpu_relax();
-      }
+    if (moved) continue;
+    if (spin_until == Clock::time_point{}) spin_until = now + spin_;
+    if (now >= spin_until) {
+      // The slow path: say whom we wait for (the flight recorder shows it if we never return).
+      if (waiting_slot_) waiting_slot_->store(req.peer, std::memory_order_relaxed);
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
+      ctx_.block(std::min(left, std::chrono::microseconds(50000)));
+    } else {
+      // Let the peer's threads run when cores are scarce (more threads than cores).
+      std::this_thread::yield();
     }
   }
   if (req.state == Request::State::failed) raise(req);
