@@ -263,7 +263,9 @@ test_ImpairedLinksGiveExactResults() {
 # A host lost mid-run (`cut`: its cable pulled; `crash`: it vanishes): every rank, on the lost
 # host too, raises within KOLO_TIMEOUT + slack; the survivors' errors name a rank and at least one
 # names a rank of the lost host. Ranks are started by hand, one per host, to time each.
-lose_host() {  # lose_host cut|crash TRIAL -> appends "trial worst_ms named_lost" to $WORK/$1.results
+# kill|stop: only the rank on kolo-h3 gets SIGKILL|SIGSTOP; its host stays up (a kill's sockets
+# close, so every survivor must name rank 3 at once; a stop is silence, as a cut).
+lose_host() {  # lose_host cut|crash|kill|stop TRIAL -> appends "trial worst_ms named_lost" to $WORK/$1.results
   local how=$1 trial=$2 timeout_s=5 n=4 lost=3 r
   "$NET" up --hosts $n || return 1
   local pids=()
@@ -276,14 +278,19 @@ lose_host() {  # lose_host cut|crash TRIAL -> appends "trial worst_ms named_lost
   for ((r = 0; r < n; r++)); do
     kill -0 "${pids[$r]}" 2>/dev/null || { tail -5 "$WORK/rank$r"; fail "rank $r ended before the fault"; }
   done
-  local t0=$(now_ms)
-  "$NET" "$how" kolo-h$lost
+  local t0=$(now_ms) lost_pids=""
+  case "$how" in
+    kill|stop)
+      lost_pids=$(ip netns pids kolo-h$lost)
+      for pid in $lost_pids; do kill -"${how^^}" "$pid" 2>/dev/null; done ;;
+    *) "$NET" "$how" kolo-h$lost ;;
+  esac
   local worst=0 named=0 rc
   for ((r = 0; r < n; r++)); do
+    [ $r -eq $lost ] && [ "$how" != cut ] && continue  # killed, stopped or gone with its host
     wait "${pids[$r]}"
     rc=$?
     local took=$(( $(now_ms) - t0 ))
-    [ $r -eq $lost ] && [ "$how" = crash ] && continue  # SIGKILLed with its host
     local err
     err=$(grep -m1 "rank [0-9]" "$WORK/rank$r" | cut -c1-300)
     note "rank $r: exit $rc after $took ms: $err"
@@ -295,6 +302,11 @@ lose_host() {  # lose_host cut|crash TRIAL -> appends "trial worst_ms named_lost
     [ $took -gt $worst ] && worst=$took
   done
   [ $named -ge 1 ] || fail "no survivor's error names rank $lost, the rank of the lost host"
+  [ "$how" = kill ] && [ $named -ne $((n - 1)) ] && fail "a killed rank's sockets close: all $((n - 1)) survivors must name rank $lost, $named did"
+  if [ -n "$lost_pids" ]; then  # a stopped rank would outlive its namespace
+    for pid in $lost_pids; do kill -KILL "$pid" 2>/dev/null; done
+    wait "${pids[$lost]}" 2>/dev/null
+  fi
   echo "$trial $worst $named" >> "$WORK/$how.results"
 }
 lose_host_trials() {
@@ -305,6 +317,8 @@ lose_host_trials() {
 }
 test_LinkCutFailsEveryRankInTime() { lose_host_trials cut; }
 test_HostCrashFailsEveryRankInTime() { lose_host_trials crash; }
+test_RankKilledOnAnotherHostIsNamedByEverySurvivor() { lose_host_trials kill; }
+test_RankStoppedOnAnotherHostFailsEveryRankInTime() { lose_host_trials stop; }
 
 echo "[==========] Multihost ($([ $LONG -eq 1 ] && echo long || echo short) mode, build $BUILD)"
 "$NET" down
@@ -319,6 +333,8 @@ run_test WrongInterfaceIsAClearBoundedError
 run_test ImpairedLinksGiveExactResults
 run_test LinkCutFailsEveryRankInTime
 run_test HostCrashFailsEveryRankInTime
+run_test RankKilledOnAnotherHostIsNamedByEverySurvivor
+run_test RankStoppedOnAnotherHostFailsEveryRankInTime
 echo "[==========] $((PASSED + ${#FAILED[@]})) tests ran ($SKIPPED skipped)."
 echo "[  PASSED  ] $PASSED tests."
 if [ ${#FAILED[@]} -gt 0 ]; then
