@@ -12,8 +12,8 @@
 // the host layout (and the tunables), so every rank makes the same one. Under KOLO_SELECT=model
 // (the default unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set) it is the algorithm of
 // least predicted time (cost_model.hpp) among those whose supports() accepts the call; the
-// threshold rule's choice below is the incumbent and is kept on a tie, so the model only
-// overrides it where it predicts something strictly faster. Under KOLO_SELECT=threshold:
+// threshold rule's choice below is the incumbent and is kept unless another is predicted at
+// least 3 % faster, so the model only overrides it where it sees a clear win. Under KOLO_SELECT=threshold:
 //   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree; above: ring
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
@@ -152,6 +152,8 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
   throw std::logic_error("kolo: no automatic algorithm for collective " + std::to_string(static_cast<int>(args.kind)));
 }
 
+constexpr double kChallengerMargin = 0.03;
+
 // The model's choice. Cheap enough for every call: no allocation, one pass over the registry
 // (a few dozen entries, most skipped on `kind`) and per candidate a strcmp dispatch and a
 // handful of multiply-adds (cost_model.cpp); the group shape comes from HostLayout in O(1).
@@ -161,6 +163,10 @@ const Algorithm& cheapest(const CollArgs& args, const HostLayout& hosts, const S
   const auto bytes = static_cast<double>(args.bytes());
   double best_time = predict_seconds(args.kind, incumbent.name, bytes, shape, t.model);
   if (best_time < 0) return incumbent;  // a collective the model does not cover
+  // A challenger must be predicted clearly faster: near-ties (ring and twoshot have the same
+  // alpha-beta cost when every segment is one chunk, up to rounding) keep the threshold rule's
+  // choice instead of flipping on the last bit, and the model's error is far above this margin.
+  best_time *= 1.0 - kChallengerMargin;
   const Algorithm* best = &incumbent;
   for (const Algorithm* a : all_algorithms()) {
     if (a->kind != args.kind || a == &incumbent || !usable(*a, args, hosts)) continue;
