@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Fits the cost model's parameters here and checks its predictions (docs/COST_MODEL.md).
 
-  bench/model/fit.py [--build-dir build] [--reps 3] [--rate 200] [--max 16M] [--no-netns]
+  bench/model/fit.py [--build-dir build] [--reps 5] [--rate 200] [--max 16M] [--no-netns]
+                     [--save raw.json | --load raw.json]
 
 1. Point to point: kolo-perf sendrecv between 2 ranks (each sends to the other at once: one
    message time per iteration, links are full duplex) on shared memory, over TCP loopback and,
@@ -67,14 +68,16 @@ def best_of(runs):
 
 
 def fit_link(times):
-    """alpha: the smallest message's time (it is nearly all latency); beta: least squares of
-    alpha + beta*m = t over every size, relative (minimises the sum of ((alpha + beta*m)/t - 1)^2,
-    so 1 KiB and 16 MiB weigh alike). A free two-parameter fit gives alpha ~ 0 on the shaped
-    link, whose tbf burst lets the first 4 KiB through at line rate: no use for latency."""
-    smallest = min(times)
-    alpha = times[smallest]
-    num = sum((m / t) * (1 - alpha / t) for m, t in times.items())
-    den = sum((m / t) ** 2 for m, t in times.items())
+    """alpha: the smallest message's time (nearly all latency); beta: least squares of
+    alpha + beta*m = t, relative (the sum of ((alpha + beta*m)/t - 1)^2, so 64 KiB and 16 MiB
+    weigh alike), over the sizes from 64 KiB, where the bytes dominate. A free two-parameter
+    fit over every size gives alpha ~ 0 on the shaped link, whose tbf burst lets the first
+    4 KiB through at line rate, and letting the small sizes into beta's fit drags beta below
+    the line rate's."""
+    alpha = times[min(times)]
+    large = {m: t for m, t in times.items() if m >= 64 * 1024}
+    num = sum((m / t) * (1 - alpha / t) for m, t in large.items())
+    den = sum((m / t) ** 2 for m, t in large.items())
     return alpha, max(num / den, 1e-12)  # us, us per byte
 
 
@@ -113,20 +116,27 @@ def main():
     ap.add_argument("--min", default="64K", help="smallest all-reduce of the check")
     ap.add_argument("--max", default="16M", help="largest all-reduce of the check")
     ap.add_argument("--no-netns", action="store_true", help="only the shm and tcp fits (no root needed)")
+    ap.add_argument("--save", help="write the raw measurements to this JSON file")
+    ap.add_argument("--load", help="fit and predict from raw measurements saved by --save (no runs)")
     o = ap.parse_args()
     build = os.path.abspath(o.build_dir)
 
-    shm = best_of(perf(build, "sendrecv", "1K", "16M") for _ in range(o.reps))
-    tcp = best_of(perf(build, "sendrecv", "1K", "16M", env={"KOLO_TRANSPORT": "tcp"}) for _ in range(o.reps))
-    a_shm, b_shm = fit_link(shm)
-    a_tcp, b_tcp = fit_link(tcp)
-    report_link("shm (2 ranks, sendrecv)", shm, a_shm, b_shm)
-    report_link("tcp loopback (2 ranks, sendrecv)", tcp, a_tcp, b_tcp)
-
-    ring2 = best_of(perf(build, "allreduce", "64K", "16M", env={"KOLO_ALGO": "allreduce=ring"}) for _ in range(o.reps))
+    if o.load:
+        with open(o.load) as f:
+            raw = {k: {kk: {int(m): t for m, t in vv.items()} for kk, vv in v.items()} if k == "allreduce" else
+                   {int(m): t for m, t in v.items()} for k, v in json.load(f).items()}
+    else:
+        raw = measure(o, build)
+        if o.save:
+            with open(o.save, "w") as f:
+                json.dump(raw, f, indent=1)
+    a_shm, b_shm = fit_link(raw["shm"])
+    a_tcp, b_tcp = fit_link(raw["tcp"])
+    report_link("shm (2 ranks, sendrecv)", raw["shm"], a_shm, b_shm)
+    report_link("tcp loopback (2 ranks, sendrecv)", raw["tcp"], a_tcp, b_tcp)
     chunk = parse_size(os.environ.get("KOLO_CHUNK_BYTES", "512K"))
     num = den = 0.0
-    for n, t in ring2.items():  # 2-rank ring: 2 steps of n/2 in k chunks each, one reduction of n/2
+    for n, t in raw["ring2"].items():  # 2-rank ring: 2 steps of n/2 in k chunks each, one reduction of n/2
         k = max(1, math.ceil(n / 2 / chunk))
         rest = t - 2 * (k * a_shm + n / 2 * b_shm)
         num += rest * (n / 2); den += (n / 2) ** 2
@@ -135,46 +145,58 @@ def main():
     print(f"KOLO_MODEL_SHM={link_spec(a_shm, b_shm)}")
     print(f"KOLO_MODEL_REDUCE_GBPS={1e-3 / gamma:.4g}")
     print(f"# tcp loopback as a link: {link_spec(a_tcp, b_tcp)}")
-    if o.no_netns:
+    if "net" not in raw:
         return
+    a_net, b_net = fit_link(raw["net"])
+    report_link(f"netns link shaped to {o.rate} Mbit/s (1 rank per host, sendrecv)", raw["net"], a_net, b_net)
+    print(f"KOLO_MODEL_NET={link_spec(a_net, b_net)}")
 
-    lock = open("/run/kolo-multihost.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-        subprocess.run([NET, "up", "--hosts", "2", "--rate", o.rate], check=True, capture_output=True)
-        net = best_of(perf(build, "sendrecv", "1K", "16M", hosts="kolo-h0:1,kolo-h1:1", iters=5, warmup=2)
-                      for _ in range(o.reps))
-        subprocess.run([NET, "down"], check=True, capture_output=True)
-        a_net, b_net = fit_link(net)
-        report_link(f"netns link shaped to {o.rate} Mbit/s (1 rank per host, sendrecv)", net, a_net, b_net)
-        print(f"KOLO_MODEL_NET={link_spec(a_net, b_net)}")
-
-        subprocess.run([NET, "up", "--hosts", "4", "--rate", o.rate], check=True, capture_output=True)
-        algos = ["ring", "rd", "hier"]
-        runs = {a: [] for a in algos}
-        for _ in range(o.reps):
-            for a in algos:
-                runs[a].append(perf(build, "allreduce", o.min, o.max, env={"KOLO_ALGO": f"allreduce={a}"},
-                                    hosts="kolo-h0:2,kolo-h1:2,kolo-h2:2,kolo-h3:2", iters=3, warmup=1))
-        subprocess.run([NET, "down"], check=True, capture_output=True)
-    finally:
-        subprocess.run([NET, "down"], capture_output=True)
-        lock.close()
-    measured = {a: best_of(runs[a]) for a in algos}
+    algos = ["ring", "rd", "hier"]
+    measured = raw["allreduce"]
     env = {"KOLO_MODEL_SHM": link_spec(a_shm, b_shm), "KOLO_MODEL_NET": link_spec(a_net, b_net),
            "KOLO_MODEL_REDUCE_GBPS": f"{1e-3 / gamma:.4g}"}
-    pred, chosen = predictions(build, env, 4, 2, o.min, o.max)
+    sizes = sorted(measured["ring"])
+    pred, chosen = predictions(build, env, 4, 2, str(sizes[0]), str(sizes[-1]))
     print(f"\n4 hosts x 2 ranks, links {o.rate} Mbit/s, all-reduce float sum, best of {o.reps}: "
           "predicted / measured us (error)\n")
     print("| bytes | " + " | ".join(algos) + " | model picks | fastest measured |")
     print("|---|" + "---|" * (len(algos) + 2))
-    for n in sorted(measured["ring"]):
+    for n in sizes:
         cells = []
         for a in algos:
             m, p = measured[a][n], pred[(n, a)]
             cells.append(f"{p:,.0f} / {m:,.0f} ({100 * (p - m) / m:+.0f} %)")
         fastest = min(algos, key=lambda a: measured[a][n])
         print(f"| {n:,} | " + " | ".join(cells) + f" | {chosen.get(n, '?')} | {fastest} |")
+
+
+def measure(o, build):
+    """Every measurement, best of o.reps each: {shm, tcp, ring2, net: {bytes: us}, allreduce: {algo: {bytes: us}}}."""
+    raw = {}
+    raw["shm"] = best_of(perf(build, "sendrecv", "1K", "16M") for _ in range(o.reps))
+    raw["tcp"] = best_of(perf(build, "sendrecv", "1K", "16M", env={"KOLO_TRANSPORT": "tcp"}) for _ in range(o.reps))
+    raw["ring2"] = best_of(perf(build, "allreduce", "64K", "16M", env={"KOLO_ALGO": "allreduce=ring"})
+                           for _ in range(o.reps))
+    if o.no_netns:
+        return raw
+    lock = open("/run/kolo-multihost.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        subprocess.run([NET, "up", "--hosts", "2", "--rate", o.rate], check=True, capture_output=True)
+        raw["net"] = best_of(perf(build, "sendrecv", "1K", "16M", hosts="kolo-h0:1,kolo-h1:1", iters=5, warmup=2)
+                             for _ in range(o.reps))
+        subprocess.run([NET, "down"], check=True, capture_output=True)
+        subprocess.run([NET, "up", "--hosts", "4", "--rate", o.rate], check=True, capture_output=True)
+        runs = {a: [] for a in ("ring", "rd", "hier")}
+        for _ in range(o.reps):  # interleaved, so that a burst of load hits all three alike
+            for a in runs:
+                runs[a].append(perf(build, "allreduce", o.min, o.max, env={"KOLO_ALGO": f"allreduce={a}"},
+                                    hosts="kolo-h0:2,kolo-h1:2,kolo-h2:2,kolo-h3:2", iters=3, warmup=1))
+        raw["allreduce"] = {a: best_of(r) for a, r in runs.items()}
+    finally:
+        subprocess.run([NET, "down"], capture_output=True)
+        lock.close()
+    return raw
 
 
 if __name__ == "__main__":
