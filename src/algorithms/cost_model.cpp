@@ -1,6 +1,10 @@
 // The formulas of cost_model.hpp, one function per algorithm family. Notation (docs/COST_MODEL.md):
 // P ranks, H hosts, L ranks on the fullest host, n per-rank bytes, c the chunk (KOLO_CHUNK_BYTES),
-// k = ceil(m / c) chunks of a message of m bytes, s = min(c, m) one chunk, D = ceil(log2 P).
+// s = min(c, m) one chunk of a message of m bytes, D = ceil(log2 P).
+// A step that moves m bytes costs alpha + beta*m however many chunks it is cut into: the chunks
+// of one step are pipelined, so their latencies overlap (alpha, fitted from whole calls, holds
+// the per-call overhead too and would be counted many times over per chunk). A pipeline of
+// depth d (a chain, a tree's levels) adds d-1 chunk stages to fill before it streams.
 // A flat algorithm on a group spanning hosts is timed on the net link (its slowest edge sets
 // the pace of every step); a step in which every rank of a host sends across at once (rd's
 // high-mask exchanges, direct's all-to-all) pays L * beta_net per byte (one link per host).
@@ -34,17 +38,16 @@ struct Ctx {
   const CostModel& m;
   // A flat algorithm's link: shared memory on one host, else the network.
   const LinkCost& flat() const { return g.hosts > 1 ? m.net : m.shm; }
-  double chunks(double bytes) const { return m.chunk > 0 ? std::max(1.0, std::ceil(bytes / m.chunk)) : 1.0; }
   double chunk_of(double bytes) const { return m.chunk > 0 ? std::min(m.chunk, bytes) : bytes; }
 };
 
 // --- building blocks on P ranks over one link ---------------------------------------------
 
-// Ring all-reduce: 2(P-1) steps of a segment n/P (each step k chunk messages), P-1 reductions.
+// Ring all-reduce: 2(P-1) steps of a segment n/P, P-1 reductions of a segment.
 double ring_allreduce(const Ctx& x, int P, double n, const LinkCost& l) {
   if (P <= 1) return 0;
   const double seg = n / P;
-  return 2.0 * (P - 1) * (x.chunks(seg) * l.alpha + seg * l.beta) + (P - 1) * seg * x.m.gamma;
+  return 2.0 * (P - 1) * l.time(seg) + (P - 1) * seg * x.m.gamma;
 }
 
 // Recursive doubling all-reduce, every exchange on `l` (one rank per host, or one host).
@@ -56,24 +59,23 @@ double rd_allreduce_flat(const Ctx& x, int P, double n, const LinkCost& l) {
   return t;
 }
 
-// Binomial reduce of n bytes to a root, pipelined in chunks: the root takes D children's
-// chunks per iteration (it receives D * n in all).
+// Binomial reduce of n bytes to a root: the root takes its D children's n bytes one after
+// the other and reduces each (the levels below work meanwhile, a chunk ahead).
 double binomial_reduce(const Ctx& x, int P, double n, const LinkCost& l) {
   if (P <= 1) return 0;
-  const double s = x.chunk_of(n);
-  return ceil_log2(P) * x.chunks(n) * (l.alpha + s * (l.beta + x.m.gamma));
+  return ceil_log2(P) * (l.time(n) + n * x.m.gamma);
 }
 
-// Binomial broadcast, pipelined: the root sends each chunk to its D children.
-double binomial_bcast(const Ctx& x, int P, double n, const LinkCost& l) {
+// Binomial broadcast: the root sends the n bytes to each of its D children in turn.
+double binomial_bcast(int P, double n, const LinkCost& l) {
   if (P <= 1) return 0;
-  return ceil_log2(P) * x.chunks(n) * l.time(x.chunk_of(n));
+  return ceil_log2(P) * l.time(n);
 }
 
-// Chain (ring) broadcast: P-2 steps to fill the pipeline, then one chunk per step.
+// Chain (ring) broadcast: P-2 chunk stages fill the pipeline, then the n bytes stream through.
 double chain_bcast(const Ctx& x, int P, double n, const LinkCost& l) {
   if (P <= 1) return 0;
-  return (x.chunks(n) + P - 2) * l.time(x.chunk_of(n));
+  return (P - 2) * l.time(x.chunk_of(n)) + l.time(n);
 }
 
 // Binomial gather/scatter of blocks of n: log2 P messages, (P-1) blocks through the root.
@@ -85,7 +87,7 @@ double binomial_gather(int P, double n, const LinkCost& l) {
 // Ring reduce-scatter / all-gather: P-1 steps of one block (`reduce`: with its reduction).
 double ring_pass(const Ctx& x, int P, double n, const LinkCost& l, bool reduce) {
   if (P <= 1) return 0;
-  return (P - 1) * (x.chunks(n) * l.alpha + n * l.beta + (reduce ? n * x.m.gamma : 0));
+  return (P - 1) * (l.time(n) + (reduce ? n * x.m.gamma : 0));
 }
 
 // One round in which every rank sends a block of n to each of the others (direct
@@ -143,12 +145,14 @@ double allreduce(const Ctx& x, const char* name, double n) {
   if (std::strcmp(name, "ring") == 0) return ring_allreduce(x, P, n, x.flat());
   if (std::strcmp(name, "rd") == 0) return rd_group(x, n, true);
   if (std::strcmp(name, "tree") == 0) {
-    // Double binary tree: halves of n up and down two trees, pipelined. Per iteration a rank
-    // takes up to two chunks from its children and sends one chunk in each tree.
+    // Double binary tree: halves of n up and down two trees, pipelined over D levels. A rank
+    // takes up to f = 2 children's share of each half (f n/2 bytes in, reduced) and sends one
+    // share in each tree, up and then down.
     if (P <= 1) return 0;
     const double half = n / 2, s = x.chunk_of(half), fan = std::min(2, P - 1);
     const LinkCost& l = x.flat();
-    return (ceil_log2(P) + x.chunks(half) - 1) * (2 * l.alpha + 2 * fan * s * l.beta + fan * s * x.m.gamma);
+    const double fill = (ceil_log2(P) - 1) * l.time(fan * s);
+    return 2 * (fill + l.time(fan * half)) + fan * half * x.m.gamma;
   }
   if (std::strcmp(name, "twoshot") == 0) {
     if (P <= 1) return 0;
@@ -160,7 +164,7 @@ double allreduce(const Ctx& x, const char* name, double n) {
     // ring; net), broadcast back (binomial, shm): allreduce_hier.cpp.
     const int H = g.hosts, L = g.per_host;
     const double across = n <= x.m.chunk ? rd_allreduce_flat(x, H, n, x.m.net) : ring_allreduce(x, H, n, x.m.net);
-    return binomial_reduce(x, L, n, x.m.shm) + across + binomial_bcast(x, L, n, x.m.shm);
+    return binomial_reduce(x, L, n, x.m.shm) + across + binomial_bcast(L, n, x.m.shm);
   }
   return -1;
 }
@@ -202,7 +206,7 @@ double allgather(const Ctx& x, const char* name, double n) {
     } else {
       across = ring_pass(x, H, block, x.m.net, false);
     }
-    return (L - 1) * x.m.shm.time(n) + across + binomial_bcast(x, L, static_cast<double>(P) * n, x.m.shm);
+    return (L - 1) * x.m.shm.time(n) + across + binomial_bcast(L, static_cast<double>(P) * n, x.m.shm);
   }
   return -1;
 }
@@ -210,15 +214,15 @@ double allgather(const Ctx& x, const char* name, double n) {
 double broadcast(const Ctx& x, const char* name, double n) {
   const GroupShape& g = x.g;
   const int P = g.ranks;
-  if (std::strcmp(name, "tree") == 0) return binomial_bcast(x, P, n, x.flat());
+  if (std::strcmp(name, "tree") == 0) return binomial_bcast(P, n, x.flat());
   if (std::strcmp(name, "ring") == 0) return chain_bcast(x, P, n, x.flat());
   if (std::strcmp(name, "hier") == 0) {
     // Among the leaders (chain when there are more than two hosts and a host's share spans a
     // chunk, else binomial; net), then inside each host (binomial, shm): broadcast_hier.cpp.
     const int H = g.hosts, L = g.per_host;
     const bool chain = H > 2 && n / H >= x.m.chunk;
-    const double across = chain ? chain_bcast(x, H, n, x.m.net) : binomial_bcast(x, H, n, x.m.net);
-    return across + binomial_bcast(x, L, n, x.m.shm);
+    const double across = chain ? chain_bcast(x, H, n, x.m.net) : binomial_bcast(H, n, x.m.net);
+    return across + binomial_bcast(L, n, x.m.shm);
   }
   return -1;
 }

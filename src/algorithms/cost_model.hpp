@@ -6,7 +6,7 @@
 // `shm` between ranks of one host, `net` between hosts; a host's ranks share its one net link, so
 // a step in which all L ranks of a host send across at once pays L * beta_net per byte. The
 // formulas follow the algorithms' message schedules (ring: 2(P-1) steps of N/P, rd: log2 P
-// exchanges of N, the double binary tree and the binomial trees pipelined in chunks of
+// exchanges of N, chains and trees: a pipeline whose fill is paid in chunks of
 // KOLO_CHUNK_BYTES, hier: its three phases, each with the flat formula on its own link).
 //
 // Prediction is a handful of multiply-adds and no allocation: it runs on the hot path, once per

@@ -49,17 +49,18 @@ TEST(CostModel, AllreduceFormulasMatchHandComputations) {
   EXPECT_NEAR(predict(CollKind::allreduce, "rd", 1000, shape(1, 3)), 7e-6, 1e-12);
   // twoshot, P=4, n=4096: 2 rounds of 3 messages of 1024 B, 3 reductions of 1024 B
   EXPECT_NEAR(predict(CollKind::allreduce, "twoshot", 4096, one4), 2 * (3e-6 + 3 * 1024e-9) + 1.536e-6, 1e-12);
-  // tree, P=4, n=4096: D=2, one chunk of 2048 per half, two children: 2 * (2us + 4*2048ns + 2*2048*0.5ns)
-  EXPECT_NEAR(predict(CollKind::allreduce, "tree", 4096, one4), 2 * (2e-6 + 4 * 2048e-9 + 2048e-9), 1e-12);
+  // tree, P=4, n=4096: D=2; halves of 2048, two children's worth (4096 B) per rank and direction:
+  // up and down, each one fill stage and the stream, 2 * 2 * (1us + 4096ns), plus 4096 B reduced
+  EXPECT_NEAR(predict(CollKind::allreduce, "tree", 4096, one4), 2 * 2 * (1e-6 + 4096e-9) + 4096 * 0.5e-9, 1e-12);
 
-  // 4 hosts x 2 ranks, n = 4 MiB (4 chunks):
-  //   hier: binomial reduce on shm 4*(1us + 1 MiB*1.5ns) + leaders' ring on net
-  //         6*(10us + 1 MiB*10ns) + 3*1 MiB*0.5ns + binomial broadcast 4*(1us + 1 MiB*1ns)
+  // 4 hosts x 2 ranks, n = 4 MiB (4 chunks, one step each way: chunking adds no alpha):
+  //   hier: binomial reduce on shm (1us + 4 MiB*1.5ns) + leaders' ring on net
+  //         6*(10us + 1 MiB*10ns) + 3*1 MiB*0.5ns + binomial broadcast (1us + 4 MiB*1ns)
   const GroupShape four2 = shape(4, 2);
   const double mib = 1 << 20;
-  const double hier = 4 * (1e-6 + mib * 1.5e-9) + 6 * (10e-6 + mib * 10e-9) + 3 * mib * 0.5e-9 + 4 * (1e-6 + mib * 1e-9);
+  const double hier = (1e-6 + 4 * mib * 1.5e-9) + 6 * (10e-6 + mib * 10e-9) + 3 * mib * 0.5e-9 + (1e-6 + 4 * mib * 1e-9);
   EXPECT_NEAR(predict(CollKind::allreduce, "hier", 4 * mib, four2), hier, 1e-12);
-  EXPECT_NEAR(hier, 75.041184e-3, 1e-9);
+  EXPECT_NEAR(hier, 75.035184e-3, 1e-9);
   //   flat ring: P=8 over the net link, segments of 512 KiB: 14*(10us + 512 KiB*10ns) + 7*512 KiB*0.5ns
   EXPECT_NEAR(predict(CollKind::allreduce, "ring", 4 * mib, four2), 75.375328e-3, 1e-9);
   //   rd: the first exchange inside a host (shm), the next two across with both ranks of a host
@@ -71,10 +72,11 @@ TEST(CostModel, AllreduceFormulasMatchHandComputations) {
 
 TEST(CostModel, OtherCollectivesMatchHandComputations) {
   const double mib = 1 << 20;
-  // broadcast chain, P=4 on shm, 4 chunks: (4 + 2) steps of one chunk
-  EXPECT_NEAR(predict(CollKind::broadcast, "ring", 4 * mib, shape(1, 4)), 6 * (1e-6 + mib * 1e-9), 1e-12);
-  // broadcast binomial, P=4, 4 chunks: the root sends each chunk twice
-  EXPECT_NEAR(predict(CollKind::broadcast, "tree", 4 * mib, shape(1, 4)), 8 * (1e-6 + mib * 1e-9), 1e-12);
+  // broadcast chain, P=4 on shm, chunks of 1 MiB: 2 chunk stages to fill, then 4 MiB stream
+  EXPECT_NEAR(predict(CollKind::broadcast, "ring", 4 * mib, shape(1, 4)), 2 * (1e-6 + mib * 1e-9) + (1e-6 + 4 * mib * 1e-9),
+              1e-12);
+  // broadcast binomial, P=4: the root sends the 4 MiB twice
+  EXPECT_NEAR(predict(CollKind::broadcast, "tree", 4 * mib, shape(1, 4)), 2 * (1e-6 + 4 * mib * 1e-9), 1e-12);
   // gather binomial, P=8, blocks of 1000 B: 3 messages, 7 blocks through the root
   EXPECT_NEAR(predict(CollKind::gather, "tree", 1000, shape(1, 8)), 3e-6 + 7000e-9, 1e-12);
   EXPECT_NEAR(predict(CollKind::gather, "direct", 1000, shape(1, 8)), 7e-6 + 7000e-9, 1e-12);
