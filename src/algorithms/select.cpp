@@ -9,11 +9,13 @@
 // to the automatic choice.
 //
 // The automatic choice depends only on the collective, its per-rank bytes, the rank count and
-// the host layout (and the tunables), so every rank makes the same one. Under KOLO_SELECT=model
-// (the default unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set) it is the algorithm of
-// least predicted time (cost_model.hpp) among those whose supports() accepts the call; the
-// threshold rule's choice below is the incumbent and is kept unless another is predicted at
-// least 3 % faster, so the model only overrides it where it sees a clear win. Under KOLO_SELECT=threshold:
+// the host layout (and the tunables, which must therefore be equal on every rank; a rank that
+// disagrees stamps another algorithm index: its peers report a mismatch, or time out). Under
+// KOLO_SELECT=model (the default unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set) it is
+// the algorithm of least predicted time (cost_model.hpp) among those whose supports() accepts
+// the call; the threshold rule's choice below is the incumbent and is kept unless another is
+// predicted at least 3 % faster, so the model only overrides it where it sees a clear win.
+// The threshold rule (KOLO_SELECT=threshold, and the incumbent):
 //   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree; above: ring
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
@@ -163,9 +165,10 @@ const Algorithm& cheapest(const CollArgs& args, const HostLayout& hosts, const S
   const auto bytes = static_cast<double>(args.bytes());
   double best_time = predict_seconds(args.kind, incumbent.name, bytes, shape, t.model);
   if (best_time < 0) return incumbent;  // a collective the model does not cover
-  // A challenger must be predicted clearly faster: near-ties (ring and twoshot have the same
-  // alpha-beta cost when every segment is one chunk, up to rounding) keep the threshold rule's
-  // choice instead of flipping on the last bit, and the model's error is far above this margin.
+  // A challenger must be predicted clearly faster: exact ties in the model (all-reduce ring and
+  // twoshot, reduce-scatter ring and direct: the same bytes in the same number of rounds) keep
+  // the threshold rule's choice instead of flipping on rounding, and the model's error is far
+  // above this margin anyway.
   best_time *= 1.0 - kChallengerMargin;
   const Algorithm* best = &incumbent;
   for (const Algorithm* a : all_algorithms()) {
