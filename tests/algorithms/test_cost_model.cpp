@@ -108,6 +108,15 @@ TEST(CostModel, PredictionsGrowWithSize) {
     }
 }
 
+TEST(CostModel, GroupShapeCountsRanksHostsAndTheFullestHost) {
+  const GroupShape g = GroupShape::of(HostLayout::from_indices({5, 5, 7, 5, 9}));
+  EXPECT_EQ(g.ranks, 5);
+  EXPECT_EQ(g.hosts, 3);
+  EXPECT_EQ(g.per_host, 3) << "host 5 holds ranks 0, 1 and 3";
+  EXPECT_EQ(GroupShape::of(HostLayout::single_host(6)).per_host, 6);
+  EXPECT_EQ(GroupShape::of(HostLayout::from_indices({0, 1, 2})).per_host, 1);
+}
+
 TEST(CostModel, LinkParsing) {
   const LinkCost l = CostModel::parse_link("KOLO_MODEL_SHM", "2.5,4");
   EXPECT_DOUBLE_EQ(l.alpha, 2.5e-6);
