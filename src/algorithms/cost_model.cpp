@@ -147,16 +147,18 @@ double allreduce(const Ctx& x, const char* name, double n) {
   if (std::strcmp(name, "tree") == 0) {
     // Double binary tree: halves of n up and down two trees, pipelined over D levels. A rank
     // takes up to f = 2 children's share of each half (f n/2 bytes in, reduced) and sends one
-    // share in each tree, up and then down.
+    // share in each tree, up and then down. Each phase: the first chunk crosses the D levels
+    // one after the other, then the rest of the half streams with every level busy.
     // Across hosts the trees are laid over rank order, so a host's block of L ranks has tree
     // edges leaving it from more than one of its ranks: about two per tree and direction (the
-    // block's own subtree root, and children at its borders), which share the host's link.
+    // block's own subtree root, and children at its borders). They share the host's link only
+    // while the stream keeps every level busy, not during the first chunk's descent.
     if (P <= 1) return 0;
     const double half = n / 2, s = x.chunk_of(half), fan = std::min(2, P - 1);
-    LinkCost l = x.flat();
-    if (g.hosts > 1) l.beta *= std::min(2, g.per_host);
-    const double fill = (ceil_log2(P) - 1) * l.time(fan * s);
-    return 2 * (fill + l.time(fan * half)) + fan * half * x.m.gamma;
+    const LinkCost& l = x.flat();
+    const double share = g.hosts > 1 ? std::min(2, g.per_host) : 1;
+    const double phase = ceil_log2(P) * l.time(fan * s) + fan * (half - s) * l.beta * share;
+    return 2 * phase + fan * half * x.m.gamma;
   }
   if (std::strcmp(name, "twoshot") == 0) {
     if (P <= 1) return 0;

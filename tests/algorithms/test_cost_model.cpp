@@ -63,6 +63,10 @@ TEST(CostModel, AllreduceFormulasMatchHandComputations) {
   EXPECT_NEAR(hier, 75.035184e-3, 1e-9);
   //   flat ring: P=8 over the net link, segments of 512 KiB: 14*(10us + 512 KiB*10ns) + 7*512 KiB*0.5ns
   EXPECT_NEAR(predict(CollKind::allreduce, "ring", 4 * mib, four2), 75.375328e-3, 1e-9);
+  //   tree: halves of 2 MiB, first chunk (1 MiB, two children's: 2 MiB) down 3 levels, then the
+  //   remaining 1 MiB of two children's shares streams with the host link shared by two edges
+  EXPECT_NEAR(predict(CollKind::allreduce, "tree", 4 * mib, four2),
+              2 * (3 * (10e-6 + 2 * mib * 10e-9) + 2 * mib * 10e-9 * 2) + 2 * (2 * mib) * 0.5e-9, 1e-12);
   //   rd: the first exchange inside a host (shm), the next two across with both ranks of a host
   //   on its link (2 * 10 ns/B)
   const double n = 4 * mib;
