@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 #include "algorithms/comm.hpp"
+#include "algorithms/cost_model.hpp"
 
 namespace kolo::algo {
 
@@ -27,6 +28,10 @@ struct SelectionTunables {
   int64_t tree_max_bytes = 0;  // KOLO_TREE_MAX_BYTES
   int64_t chunk_bytes = 0;     // KOLO_CHUNK_BYTES
   std::string algo;            // KOLO_ALGO
+  // KOLO_SELECT: true picks the least predicted time of `model` among the algorithms that
+  // support the call; false (the default of a hand-built SelectionTunables) the threshold rule.
+  bool use_model = false;
+  CostModel model;             // KOLO_MODEL_SHM, KOLO_MODEL_NET, KOLO_MODEL_REDUCE_GBPS
   static SelectionTunables from_config();
 };
 // `hosts` says which ranks share a host: groups that span hosts with several ranks on a host

@@ -1,5 +1,6 @@
 #include "algorithms/host_layout.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace kolo::algo {
@@ -13,6 +14,7 @@ HostLayout HostLayout::from_indices(const std::vector<int>& index) {
     h.members[static_cast<size_t>(it->second)].push_back(static_cast<int>(h.host_of.size()));
     h.host_of.push_back(it->second);
   }
+  for (const auto& m : h.members) h.max_per_host = std::max(h.max_per_host, static_cast<int>(m.size()));
   return h;
 }
 

@@ -10,6 +10,7 @@ namespace kolo::algo {
 struct HostLayout {
   std::vector<int> host_of;               // per rank: host index, numbered in order of first rank
   std::vector<std::vector<int>> members;  // per host: its ranks, ascending
+  int max_per_host = 0;                   // ranks on the fullest host (kept so the cost model reads it in O(1))
 
   // From one identity string per rank (equal strings: same host).
   static HostLayout from_ids(const std::vector<std::string>& ids);

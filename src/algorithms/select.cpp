@@ -8,8 +8,14 @@
 // choices. A requested algorithm that cannot run these arguments (supports() false) gives way
 // to the automatic choice.
 //
-// The automatic choice depends only on the collective, its per-rank bytes and the rank count
-// (and the tunables), so every rank makes the same one:
+// The automatic choice depends only on the collective, its per-rank bytes, the rank count and
+// the host layout (and the tunables, which must therefore be equal on every rank; a rank that
+// disagrees stamps another algorithm index: its peers report a mismatch, or time out). Under
+// KOLO_SELECT=model (the default unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set) it is
+// the algorithm of least predicted time (cost_model.hpp) among those whose supports() accepts
+// the call; the threshold rule's choice below is the incumbent and is kept unless another is
+// predicted at least 3 % faster, so the model only overrides it where it sees a clear win.
+// The threshold rule (KOLO_SELECT=threshold, and the incumbent):
 //   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree; above: ring
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
@@ -148,6 +154,34 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
   throw std::logic_error("kolo: no automatic algorithm for collective " + std::to_string(static_cast<int>(args.kind)));
 }
 
+constexpr double kChallengerMargin = 0.03;
+
+// The model's choice. Cheap enough for every call: no allocation, one pass over the registry
+// (a few dozen entries, most skipped on `kind`) and per candidate a strcmp dispatch and a
+// handful of multiply-adds (cost_model.cpp); the group shape comes from HostLayout in O(1).
+const Algorithm& cheapest(const CollArgs& args, const HostLayout& hosts, const SelectionTunables& t,
+                          const Algorithm& incumbent) {
+  const GroupShape shape = GroupShape::of(hosts);
+  const auto bytes = static_cast<double>(args.bytes());
+  double best_time = predict_seconds(args.kind, incumbent.name, bytes, shape, t.model);
+  if (best_time < 0) return incumbent;  // a collective the model does not cover
+  // A challenger must be predicted clearly faster: exact ties in the model (all-reduce ring and
+  // twoshot, reduce-scatter ring and direct: the same bytes in the same number of rounds) keep
+  // the threshold rule's choice instead of flipping on rounding, and the model's error is far
+  // above this margin anyway.
+  best_time *= 1.0 - kChallengerMargin;
+  const Algorithm* best = &incumbent;
+  for (const Algorithm* a : all_algorithms()) {
+    if (a->kind != args.kind || a == &incumbent || !usable(*a, args, hosts)) continue;
+    const double p = predict_seconds(args.kind, a->name, bytes, shape, t.model);
+    if (p >= 0 && p < best_time) {
+      best = a;
+      best_time = p;
+    }
+  }
+  return *best;
+}
+
 }  // namespace
 
 SelectionTunables SelectionTunables::from_config() {
@@ -156,6 +190,13 @@ SelectionTunables SelectionTunables::from_config() {
   t.tree_max_bytes = config::get_int("KOLO_TREE_MAX_BYTES");
   t.chunk_bytes = config::get_int("KOLO_CHUNK_BYTES");
   t.algo = config::get_string("KOLO_ALGO");
+  const std::string mode = config::get_string("KOLO_SELECT");
+  if (mode == "model") t.use_model = true;
+  else if (mode == "threshold") t.use_model = false;
+  // auto: whoever set a threshold asked for the threshold rule.
+  else if (mode == "auto") t.use_model = !config::is_set("KOLO_SMALL_BYTES") && !config::is_set("KOLO_TREE_MAX_BYTES");
+  else throw InvalidArgument("KOLO_SELECT='" + mode + "': valid are auto, model, threshold");
+  t.model = CostModel::from_config();
   return t;
 }
 
@@ -169,7 +210,10 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
       if (a != nullptr && usable(*a, args, hosts)) return *a;
     }
   }
-  return automatic(args, hosts, tunables);
+  const Algorithm& rule = automatic(args, hosts, tunables);
+  // One rank: every algorithm is a local copy, nothing to predict.
+  if (!tunables.use_model || hosts.size() <= 1) return rule;
+  return cheapest(args, hosts, tunables, rule);
 }
 
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {

@@ -26,8 +26,12 @@ const std::vector<Tunable>& tunables() {
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
       {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},
-      {"KOLO_SMALL_BYTES", "32768", "Messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct); above it, groups spanning hosts use the hierarchical ones (hier)."},
-      {"KOLO_TREE_MAX_BYTES", "262144", "All-reduce uses the double binary tree up to this many bytes, the ring above."},
+      {"KOLO_SMALL_BYTES", "32768", "Threshold rule (KOLO_SELECT): messages up to this many bytes (per rank) use latency-optimal algorithms (recursive doubling / direct); above it, groups spanning hosts use the hierarchical ones (hier). Setting it selects the threshold rule under KOLO_SELECT=auto."},
+      {"KOLO_TREE_MAX_BYTES", "262144", "Threshold rule (KOLO_SELECT): all-reduce uses the double binary tree up to this many bytes, the ring above. Setting it selects the threshold rule under KOLO_SELECT=auto."},
+      {"KOLO_SELECT", "auto", "How the automatic choice is made: model (the threshold rule's choice, unless the alpha-beta cost model of docs/COST_MODEL.md predicts another algorithm at least 3 % faster), threshold (KOLO_SMALL_BYTES / KOLO_TREE_MAX_BYTES only), auto (model, unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set)."},
+      {"KOLO_MODEL_SHM", "21.88,3.802", "Cost model: the link between ranks of one host, as alpha_us,GBps (per-message latency in microseconds, bandwidth in GB/s). Default: fitted on the development machine by bench/model/fit.py."},
+      {"KOLO_MODEL_NET", "39.96,0.02285", "Cost model: a host's network link to the other hosts, as alpha_us,GBps (one link per host, shared by its ranks). Default: fitted by bench/model/fit.py between netns hosts whose links tbf shapes to 200 Mbit/s; set it to your network's (e.g. 5,12.5 for 100 Gbit/s Ethernet)."},
+      {"KOLO_MODEL_REDUCE_GBPS", "3.183", "Cost model: reduction rate in GB/s (bytes of one operand combined per second). Default: fitted by bench/model/fit.py."},
       {"KOLO_CHUNK_BYTES", "524288", "Pipelining unit: large messages move in chunks of this many bytes so sending, receiving and reducing overlap."},
       // Bootstrap and TCP
       {"KOLO_SECRET", "", "Shared job secret, proved (HMAC-SHA256 challenge-response, never sent) on every connection. Empty: rank 0 makes one and shares it through the store, and a warning says the job is unauthenticated."},
