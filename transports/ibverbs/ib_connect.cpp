@@ -144,6 +144,7 @@ void IbDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peer
   Bootstrap side = b;
   side.prefix = b.prefix + "/ib";
   side.failures = this;
+  side.connect_lazily = false;  // IbDevice uses the side pairs as TcpPairs from the start
   side_ = tcp::TcpDevice::connect(side, peers);
 
   epfd_ = tcp::Fd(::epoll_create1(EPOLL_CLOEXEC));

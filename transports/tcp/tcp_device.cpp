@@ -30,8 +30,8 @@ TcpDevice::~TcpDevice() {
   // After a failure, linger briefly: drop what peers still send until they close, so our close
   // sends FIN rather than RST and they can read our abort notice (bounded: 1 s in all).
   std::vector<TcpPair*> open;
-  for (auto& p : pairs_)
-    if (p && p->failed()) open.push_back(p.get());
+  for (auto* p : live_)
+    if (p->failed()) open.push_back(p);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!open.empty() && std::chrono::steady_clock::now() < deadline) {
     std::vector<pollfd> fds;
@@ -47,7 +47,7 @@ std::unique_ptr<TcpDevice> TcpDevice::adopt(int size, transport::FailureSink* si
   return dev;
 }
 
-void TcpDevice::add_pair(int peer, Fd fd) {
+TcpPair* TcpDevice::add_pair(int peer, Fd fd) {
   set_nonblocking(fd.get());
   tune_data_socket(fd.get(), static_cast<int>(config::get_int("KOLO_SOCKET_BUFFER_BYTES")));
   epoll_event ev{};
@@ -55,6 +55,8 @@ void TcpDevice::add_pair(int peer, Fd fd) {
   ev.data.u32 = static_cast<uint32_t>(peer);
   if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
   pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(this, peer, std::move(fd));
+  live_.push_back(pairs_[static_cast<size_t>(peer)].get());
+  return live_.back();
 }
 
 // A rank whose setup fails says so in the store (setup_failure.hpp), so that peers waiting for
@@ -70,6 +72,11 @@ std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const 
 
 std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
+  if (b.connect_lazily) {
+    // Listen and publish now; connect each peer on its first use (on_demand.hpp).
+    dev->on_demand_ = std::make_unique<OnDemand>(dev.get(), b, peers, dev->epfd_.get());
+    return dev;
+  }
   Endpoint self;
   Fd listener = listen_any_port(b.listen_addr, &self);
   // Our address and this setup's nonce, which every connector's proof must cover.
@@ -155,47 +162,53 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
 
 transport::Pair* TcpDevice::pair(int peer) {
   if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
-  return pairs_[static_cast<size_t>(peer)].get();
+  if (TcpPair* p = pairs_[static_cast<size_t>(peer)].get()) return p;
+  return on_demand_ ? on_demand_->pair(peer) : nullptr;
 }
 
 bool TcpDevice::poll() {
   epoll_event evs[64];
   int n = epoll_wait(epfd_.get(), evs, 64, 0);
   for (int i = 0; i < n; ++i) {
-    TcpPair* p = pairs_[evs[i].data.u32].get();
+    const uint32_t tag = evs[i].data.u32;
     uint32_t e = evs[i].events;
-    p->mark(e & EPOLLIN, e & EPOLLOUT, e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    if (tag < pairs_.size()) {
+      if (TcpPair* p = pairs_[tag].get()) p->mark(e & EPOLLIN, e & EPOLLOUT, e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    } else if (on_demand_) {
+      on_demand_->mark(tag);
+    }
   }
-  bool moved = false;
-  for (auto& p : pairs_)
-    if (p) moved |= p->progress();
+  // Connections made here flush the posts that waited for them; the loop below moves them.
+  bool moved = on_demand_ ? on_demand_->progress() : false;
+  for (auto* p : live_) moved |= p->progress();
   return moved;
 }
 
 void TcpDevice::abort(const std::string& reason) {
-  for (auto& p : pairs_)
-    if (p) p->abort(reason);
+  for (auto* p : live_) p->abort(reason);
+  if (on_demand_) on_demand_->abort(reason);
 }
 
 std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline) {
-  for (auto& p : pairs_)
-    if (p) {
-      p->set_closing();
-      p->queue_bye();
-    }
+  for (auto* p : live_) {
+    p->set_closing();
+    p->queue_bye();
+  }
+  // Connections still being made are not waited for (nothing is pending on them once every
+  // operation completed); one that completes meanwhile says goodbye at once.
+  if (on_demand_) on_demand_->set_closing();
   std::vector<int> missing;
   for (;;) {
     poll();
     missing.clear();
-    for (auto& p : pairs_)
-      if (p && !p->failed() && !(p->bye_received() && p->sends_drained())) missing.push_back(p->peer());
+    for (auto* p : live_)
+      if (!p->failed() && !(p->bye_received() && p->sends_drained())) missing.push_back(p->peer());
     if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
     // Sleep on the epoll fd's own readiness: epoll_wait here would eat edge-triggered events.
     pollfd pf{epfd_.get(), POLLIN, 0};
     ::poll(&pf, 1, 10);
   }
-  for (auto& p : pairs_)
-    if (p) ::shutdown(p->fd(), SHUT_RDWR);
+  for (auto* p : live_) ::shutdown(p->fd(), SHUT_RDWR);
   return missing;
 }
 
