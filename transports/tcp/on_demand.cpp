@@ -203,7 +203,6 @@ bool OnDemand::on_hello(HelloInbox::Arrival in) {
     case Link::State::idle:
     case Link::State::awaiting_peer: st = HelloStatus::ok; break;
   }
-  if (abort_reason_ && l.state != Link::State::connected && l.state != Link::State::unreachable) st = HelloStatus::ok;
   reply_hello(in.fd.get(), in.hello, b_, st, nonce_);
   if (st == HelloStatus::crossed) {
     KOLO_LOG(debug, "tcp: rank " << src << " connected while we were connecting to it; ours is kept");
@@ -226,14 +225,12 @@ void OnDemand::abort(const std::string& reason) {
   for (auto& l : links_) {
     if (l.state == Link::State::unreachable || l.state == Link::State::connected) continue;
     l.pending->fail_all(Failure::aborted, reason);
-    l.mine = Attempt{};
-    l.dropped = Attempt{};
+    // A dial under way goes on, and a peer that connects from now on is accepted as usual: either
+    // connection then carries the abort notice at once (connected()), so that the peer names the
+    // rank to blame instead of timing out, as it would over an eager mesh. A receive still
+    // waiting to dial never will.
     l.dial_at = Clock::time_point{};
-    // A peer that connects from now on is accepted and hears the abort notice at once, so that it
-    // too names the rank to blame instead of timing out.
-    l.state = Link::State::idle;
   }
-  active_.clear();
 }
 
 }  // namespace kolo::tcp

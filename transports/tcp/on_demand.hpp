@@ -68,6 +68,9 @@ class OnDemand {
   void abort(const std::string& reason);
   // Connections made from now on say goodbye at once (the device is closing).
   void set_closing() { closing_ = true; }
+  // After abort(): whether the notice may still reach a peer through a connection being made (a
+  // dial under way, or a peer waiting for our answer): the device lingers a little for them.
+  bool aborted() const { return abort_reason_.has_value(); }
 
  private:
   struct Attempt {

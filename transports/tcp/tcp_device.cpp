@@ -32,12 +32,35 @@ TcpDevice::~TcpDevice() {
   std::vector<TcpPair*> open;
   for (auto* p : live_)
     if (p->failed()) open.push_back(p);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!open.empty() && std::chrono::steady_clock::now() < deadline) {
+  // Lazily, a peer waiting on this rank may not be connected yet: its receive dials after
+  // OnDemand::kReceiveDialDelay. Answer such dials for a while so that it hears the abort notice
+  // (naming the rank to blame) rather than a refused connect that names this rank.
+  const auto start = std::chrono::steady_clock::now();
+  const bool answer_late_dials = on_demand_ && on_demand_->aborted();
+  const auto late_until = start + 3 * OnDemand::kReceiveDialDelay;
+  auto deadline = start + std::chrono::seconds(1);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool late = answer_late_dials && now < late_until;
+    if ((open.empty() && !late) || now >= deadline) break;
+    if (late && on_demand_->progress()) {
+      open.clear();
+      for (auto* p : live_)
+        if (p->failed()) open.push_back(p);
+    }
     std::vector<pollfd> fds;
     for (auto* p : open) fds.push_back(pollfd{p->fd(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 20);
+    fds.push_back(pollfd{epfd_.get(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), late ? 5 : 20);
     std::erase_if(open, [](TcpPair* p) { return p->discard_until_eof(); });
+    if (late) {
+      // The epoll set's readiness is consumed here, or on_demand_ would never hear of new hellos.
+      epoll_event evs[64];
+      int n = epoll_wait(epfd_.get(), evs, 64, 0);
+      for (int i = 0; i < n; ++i)
+        if (evs[i].data.u32 >= pairs_.size()) on_demand_->mark(evs[i].data.u32);
+      for (auto* p : live_) p->progress();
+    }
   }
 }
 
