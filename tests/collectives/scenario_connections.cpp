@@ -4,7 +4,8 @@
 // "sockets": counts the sockets this process holds (/proc/self/fd) after joining, then after
 // ring all-reduces, then after an all-to-all, and prints the growth: "sockets ring +N" and
 // "sockets alltoall +N". Lazily a ring needs 2 connections per rank and an all-to-all all of them;
-// eagerly every one is open after joining (+0, +0).
+// eagerly every one is open after joining (+0, +0). Then "sockets split +N": what creating a
+// subgroup of half the ranks opened (lazily its listener only; eagerly its mesh).
 //
 // "dead-before-connect": the last rank joins and exits at once, before anyone has talked to it;
 // the others run a ring all-reduce and must fail with an error naming it, well within KOLO_TIMEOUT.
@@ -78,6 +79,13 @@ void scenario_sockets(WorkerContext& ctx) {
   for (int p = 0; p < n; ++p) ctx.log.expect(in[static_cast<size_t>(p)] == p * 100 + g.rank(), "all-to-all value");
   const int all = growth_after(g, base, n - 1, [&] { ring_allreduce(g, ctx.log); });
   ctx.say("sockets alltoall +" + std::to_string(all));
+  // A subgroup: lazily its creation opens its listener and no connection; eagerly its full mesh.
+  ctx.log.begin_case("split");
+  const int before_split = open_sockets();
+  std::shared_ptr<ProcessGroup> half = g.split(g.rank() % 2, g.rank());
+  ctx.say("sockets split +" + std::to_string(open_sockets() - before_split));
+  ring_allreduce(*half, ctx.log);
+  half->shutdown();
 }
 
 void scenario_dead_before_connect(WorkerContext& ctx) {

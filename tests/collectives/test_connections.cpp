@@ -1,7 +1,7 @@
 // Connections on demand (KOLO_CONNECT=lazy) in real processes over TCP: in an 8-rank job a ring
 // all-reduce connects each rank to its 2 neighbours, not 7, and an all-to-all then opens the
 // rest, one connection per pair (counted in each rank's /proc/self/fd); eagerly all 7 are open
-// after joining. A rank dead before anyone connected to it is named by every survivor's error,
+// after joining. Creating a subgroup lazily opens its listening socket and no connection. A rank dead before anyone connected to it is named by every survivor's error,
 // within seconds although KOLO_TIMEOUT is a minute.
 #include <gtest/gtest.h>
 
@@ -27,6 +27,7 @@ TEST(Connections, LazyRingConnectsTwoPeersAndAllToAllTheRest) {
   for (const RankOutcome& r : o.ranks) {
     EXPECT_NE(r.out.find("sockets ring +2\n"), std::string::npos) << r.describe();
     EXPECT_NE(r.out.find("sockets alltoall +7\n"), std::string::npos) << r.describe();
+    EXPECT_NE(r.out.find("sockets split +1\n"), std::string::npos) << "a lazy subgroup opens its listener only: " << r.describe();
   }
 }
 
@@ -36,6 +37,7 @@ TEST(Connections, EagerOpensTheFullMeshWhileJoining) {
   for (const RankOutcome& r : o.ranks) {
     EXPECT_NE(r.out.find("sockets ring +0\n"), std::string::npos) << r.describe();
     EXPECT_NE(r.out.find("sockets alltoall +0\n"), std::string::npos) << r.describe();
+    EXPECT_NE(r.out.find("sockets split +3\n"), std::string::npos) << "an eager subgroup of 4 opens its mesh: " << r.describe();
   }
 }
 
