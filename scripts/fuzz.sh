@@ -27,7 +27,7 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
        "-DKOLO_VERSION=\"$version\"")
 tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp transports/common/setup_text.cpp
      transports/common/fd.cpp)
-engine=(transports/setup_failure.cpp src/common/config.cpp src/common/log.cpp)
+engine=(transports/setup_failure.cpp transports/pair_base.cpp src/common/config.cpp src/common/log.cpp)
 build() {  # target, sources...
   local t=$1; shift
   "$CXX" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" "$@" -lcrypto -o "$out/fuzz_$t"

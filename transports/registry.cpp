@@ -1,8 +1,10 @@
 // The transports kolo knows. A new transport is one folder plus one line here.
 #include <string>
 
+#include "transports/control_channel.hpp"
 #include "transports/ibverbs/ibverbs_config.hpp"
 #include "transports/shm/shm_device.hpp"
+#include "transports/tcp/tcp_control.hpp"
 #include "transports/tcp/tcp_device.hpp"
 #include "transports/transport.hpp"
 #if KOLO_HAVE_IBVERBS
@@ -21,6 +23,12 @@ const std::vector<TransportInfo>& all_transports() {
 #endif
   };
   return list;
+}
+
+// Transports that need a control channel beside their data path (ibverbs) get TCP's: every host
+// has it, and it reports a dead peer the moment its socket closes.
+std::unique_ptr<ControlChannel> connect_control_channel(const Bootstrap& b, const std::vector<int>& peers) {
+  return tcp::connect_control_channel(b, peers);
 }
 
 const TransportInfo* find_transport(const std::string& name) {

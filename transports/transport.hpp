@@ -63,7 +63,9 @@ struct Request {
     is_send = send;
     tag = t;
     bytes = n;
+    got_bytes = 0;
     transferred = 0;
+    detail.clear();  // keeps its capacity: no allocation on the next post
   }
   void fail(Failure why, std::string text) {
     state = State::failed;

@@ -1,6 +1,8 @@
 // The ibverbs transport with threads as ranks, over whatever RDMA port this host has (Soft-RoCE
 // in scripts/rdma-vm.sh's VM): bytes intact at every size around the slot boundaries and through
-// many ring wraps, a tag mismatch reported with what arrived, abort notices, orderly close.
+// many ring wraps, then orderly close. What every transport must do (matching, mismatches, dead
+// peers, aborts, four ranks at once) is the conformance suite's (tests/transports), which the VM
+// runs for ibverbs too.
 // Without a usable port those tests skip, and one checks instead that forcing the transport
 // says why it cannot be used.
 #include <gtest/gtest.h>
@@ -90,75 +92,6 @@ TEST(IbverbsThreads, BytesArriveIntactAtEverySize) {
   EXPECT_EQ(errors[1], "");
   EXPECT_EQ(ranks[0]->sink.first(), Failure::none) << ranks[0]->sink.detail;
   EXPECT_EQ(ranks[1]->sink.first(), Failure::none) << ranks[1]->sink.detail;
-}
-
-TEST(IbverbsThreads, TagMismatchFailsTheReceiveWithWhatArrived) {
-  REQUIRE_RDMA_PORT();
-  auto ranks = connect_ib(2, "ibtest-mismatch");
-  std::vector<uint8_t> out = pattern(100, 1), in(100);
-  Request s, r;
-  std::thread t([&] {
-    ranks[0]->dev->pair(1)->post_send(out.data(), out.size(), tag(5), &s);
-    drive(*ranks[0]->dev, {&s}, 30s);
-  });
-  ranks[1]->dev->pair(0)->post_recv(in.data(), in.size(), tag(6), &r);
-  drive(*ranks[1]->dev, {&r}, 30s);
-  t.join();
-  EXPECT_EQ(r.state, Request::State::failed);
-  EXPECT_EQ(r.failure, Failure::tag_mismatch);
-  EXPECT_TRUE(r.got_tag == tag(5));
-  EXPECT_EQ(r.got_bytes, 100u);
-  EXPECT_EQ(ranks[1]->sink.first(), Failure::tag_mismatch);
-  EXPECT_EQ(ranks[1]->sink.peer, 0);
-}
-
-TEST(IbverbsThreads, AbortNoticeFailsThePeersPendingReceive) {
-  REQUIRE_RDMA_PORT();
-  auto ranks = connect_ib(2, "ibtest-abort");
-  std::vector<uint8_t> in(10);
-  Request r;
-  ranks[1]->dev->pair(0)->post_recv(in.data(), in.size(), tag(1), &r);
-  ranks[0]->dev->abort("rank 0 gives up: test reason");
-  drive(*ranks[1]->dev, {&r}, 30s);
-  EXPECT_EQ(r.state, Request::State::failed);
-  EXPECT_EQ(r.failure, Failure::peer_aborted);
-  EXPECT_NE(r.detail.find("test reason"), std::string::npos) << r.detail;
-  EXPECT_EQ(ranks[1]->sink.first(), Failure::peer_aborted);
-}
-
-TEST(IbverbsThreads, FourRanksExchangeWithEveryPeer) {
-  REQUIRE_RDMA_PORT();
-  constexpr int kRanks = 4;
-  const size_t bytes = 3 * slot_payload() + 11;
-  auto ranks = connect_ib(kRanks, "ibtest-four");
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> ts;
-  for (int me = 0; me < kRanks; ++me)
-    ts.emplace_back([&, me] {
-      auto& dev = *ranks[static_cast<size_t>(me)]->dev;
-      std::vector<std::vector<uint8_t>> out, in;
-      std::vector<Request> sreq(kRanks), rreq(kRanks);
-      std::vector<Request*> all;
-      for (int p = 0; p < kRanks; ++p) {
-        out.push_back(pattern(bytes, static_cast<uint64_t>(me * 10 + p)));
-        in.emplace_back(bytes, 0);
-      }
-      for (int p = 0; p < kRanks; ++p) {
-        if (p == me) continue;
-        dev.pair(p)->post_recv(in[static_cast<size_t>(p)].data(), bytes, tag(9), &rreq[static_cast<size_t>(p)]);
-        dev.pair(p)->post_send(out[static_cast<size_t>(p)].data(), bytes, tag(9), &sreq[static_cast<size_t>(p)]);
-        all.push_back(&rreq[static_cast<size_t>(p)]);
-        all.push_back(&sreq[static_cast<size_t>(p)]);
-      }
-      drive(dev, all, 120s);
-      for (int p = 0; p < kRanks; ++p)
-        if (p != me && (rreq[static_cast<size_t>(p)].state != Request::State::done ||
-                        in[static_cast<size_t>(p)] != pattern(bytes, static_cast<uint64_t>(p * 10 + me))))
-          errors[static_cast<size_t>(me)] += "from rank " + std::to_string(p) + " wrong or missing; ";
-      if (!dev.close(Clock::now() + 20s).empty()) errors[static_cast<size_t>(me)] += "missing goodbyes; ";
-    });
-  for (auto& t : ts) t.join();
-  for (int me = 0; me < kRanks; ++me) EXPECT_EQ(errors[static_cast<size_t>(me)], "") << "rank " << me;
 }
 
 TEST(IbverbsSelection, ForcingItWithoutAPortSaysWhy) {

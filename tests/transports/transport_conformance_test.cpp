@@ -1,8 +1,11 @@
 // The transport conformance suite: every registered transport (transports/registry.cpp) must
 // pass it, with threads as ranks sharing an in-process store: bytes arrive intact at every size,
 // messages match in posting order and a different tag or size is reported with what arrived, a
-// dead peer, an abort notice and an orderly goodbye are each told apart, four ranks exchanging
-// at once keep every pair's order, and a connection with the wrong secret is refused. A
+// dead peer, an abort notice and an orderly goodbye are each told apart, an abort fails this
+// rank's own requests and refuses later posts, only a pair's first failure is reported, four
+// ranks exchanging at once keep every pair's order, and a connection with the wrong secret is
+// refused. (The transport-specific paths stay in tests/shm and tests/ibverbs: ring wraps,
+// cross-memory attach, sleeping and doorbells, slot boundaries, port selection.) A
 // transport that does not reach a peer on this machine (ibverbs without an RDMA port) is skipped,
 // saying so. A new transport is one folder, one registry line, and this suite passing.
 // tcp runs it twice: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
@@ -29,6 +32,7 @@
 using namespace kolo;
 using namespace std::chrono_literals;
 using transport::Failure;
+using transport::failure_name;
 using transport::Request;
 using transport::Tag;
 using Clock = std::chrono::steady_clock;
@@ -40,8 +44,10 @@ struct Sink : transport::FailureSink {
   int peer = -1;
   Failure why = Failure::none;
   std::string detail;
+  int reports = 0;
   void peer_failed(int p, Failure w, const std::string& d) override {
     std::lock_guard<std::mutex> lk(mu);
+    ++reports;
     if (why != Failure::none) return;
     peer = p;
     why = w;
@@ -256,29 +262,109 @@ TEST_P(TransportConformance, IdlePeerDeathIsNoticedToo) {
 }
 
 TEST_P(TransportConformance, AbortNoticeCarriesTheReason) {
-  auto ranks = connect_all(2);
+  auto ranks = connect_all(3);
   int y = 0;
   Request r;
   ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
-  ranks[0]->dev->abort("rank 0 gives up: test");
+  const std::string reason = "0\nP\nrank 0 gives up: test";  // newlines: the engine's encoded form
+  if (g_lazy) {
+    // Lazily only connected peers hear an abort: connect rank 2 to rank 0 first (one message).
+    int x = 5, z = 0;
+    Request s, q;
+    ranks[0]->dev->pair(2)->post_send(&x, sizeof x, tag(7), &s);
+    ranks[2]->dev->pair(0)->post_recv(&z, sizeof z, tag(7), &q);
+    drive(*ranks[0]->dev, {&s, &q}, ranks[2]->dev.get());
+    ASSERT_EQ(z, 5);
+  }
+  ranks[0]->dev->abort(reason);
   // Lazily, rank 1's receive dials rank 0 after a while; rank 0 accepts it and says it aborted.
   drive(*ranks[1]->dev, {&r}, ranks[0]->dev.get());
   ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::peer_aborted);
   EXPECT_EQ(ranks[1]->sink.why, Failure::peer_aborted);
-  EXPECT_EQ(ranks[1]->sink.detail, "rank 0 gives up: test");
+  EXPECT_EQ(ranks[1]->sink.peer, 0);
+  EXPECT_EQ(ranks[1]->sink.detail, reason);
+  // A rank with nothing pending learns it too, on its next look.
+  auto deadline = Clock::now() + 5s;
+  while (ranks[2]->sink.why == Failure::none && Clock::now() < deadline) {
+    ranks[2]->dev->poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(ranks[2]->sink.why, Failure::peer_aborted);
+  EXPECT_EQ(ranks[2]->sink.detail, reason);
+}
+
+// The pair contract (transports/pair_base.hpp): an abort fails this rank's own pending requests
+// with `aborted`, is not reported as a peer's failure, and every later post fails at once.
+TEST_P(TransportConformance, AbortFailsOwnRequestsAndRefusesLaterPosts) {
+  auto ranks = connect_all(2);
+  int y = 0, x = 3;
+  Request r, later_send, later_recv;
+  ranks[0]->dev->pair(1)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[0]->dev->abort("bye");
+  EXPECT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::aborted);
+  EXPECT_EQ(r.detail, "bye");
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(2), &later_send);
+  ranks[0]->dev->pair(1)->post_recv(&y, sizeof y, tag(3), &later_recv);
+  for (Request* q : {&later_send, &later_recv}) {
+    EXPECT_EQ(q->state, Request::State::failed);
+    EXPECT_EQ(q->failure, Failure::aborted);
+    EXPECT_EQ(q->peer, 1);
+    EXPECT_NE(q->detail.find("rank 1 already failed"), std::string::npos) << q->detail;
+  }
+  EXPECT_EQ(later_send.is_send, true);
+  EXPECT_EQ(later_recv.tag, tag(3));
+  EXPECT_EQ(ranks[0]->sink.why, Failure::none);  // its own abort is not a peer failure
+  EXPECT_EQ(y, 0);
+}
+
+// After the first failure a pair reports nothing more: the engine names one culprit.
+TEST_P(TransportConformance, OnlyTheFirstFailureIsReported) {
+  auto ranks = connect_all(2);
+  int x = 1, y = 0;
+  Request s, r1, r2;
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r1);  // mismatch: the pair fails
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r2);  // pending behind it
+  drive(*ranks[1]->dev, {&r1, &r2});
+  EXPECT_EQ(r1.failure, Failure::tag_mismatch);
+  // Failed with the pair: by its first failure if it was pending then, refused if posted after.
+  EXPECT_EQ(r2.state, Request::State::failed);
+  EXPECT_TRUE(r2.failure == Failure::tag_mismatch || r2.failure == Failure::aborted) << failure_name(r2.failure);
+  ranks[0]->dev.reset();                         // the peer dies too: not reported again
+  for (int i = 0; i < 50; ++i) ranks[1]->dev->poll();
+  EXPECT_EQ(ranks[1]->sink.why, Failure::tag_mismatch);
+  EXPECT_EQ(ranks[1]->sink.reports, 1);
 }
 
 TEST_P(TransportConformance, OrderlyCloseReportsNoFailure) {
   auto ranks = connect_all(3);
+  // A message in flight that is received before the close: the goodbye must not overtake it.
+  std::vector<uint8_t> data(50000), got(50000, 0);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  Request s, r;
+  ranks[0]->dev->pair(2)->post_send(data.data(), data.size(), tag(8), &s);
+  ranks[2]->dev->pair(0)->post_recv(got.data(), got.size(), tag(8), &r);
   std::vector<std::thread> ts;
   std::vector<std::vector<int>> missing(3);
-  for (int r = 0; r < 3; ++r)
-    ts.emplace_back([&, r] { missing[static_cast<size_t>(r)] = ranks[static_cast<size_t>(r)]->dev->close(Clock::now() + 5s); });
+  for (int k = 0; k < 3; ++k)
+    ts.emplace_back([&, k] {
+      if (k == 0) drive(*ranks[0]->dev, {&s});
+      if (k == 2) drive(*ranks[2]->dev, {&r});
+      missing[static_cast<size_t>(k)] = ranks[static_cast<size_t>(k)]->dev->close(Clock::now() + 5s);
+    });
   for (auto& t : ts) t.join();
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_TRUE(missing[static_cast<size_t>(r)].empty()) << "rank " << r;
-    EXPECT_EQ(ranks[static_cast<size_t>(r)]->sink.why, Failure::none) << ranks[static_cast<size_t>(r)]->sink.detail;
+  EXPECT_TRUE(got == data);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(missing[static_cast<size_t>(k)].empty()) << "rank " << k;
+    EXPECT_EQ(ranks[static_cast<size_t>(k)]->sink.why, Failure::none) << ranks[static_cast<size_t>(k)]->sink.detail;
   }
+  // A peer that leaves after its goodbye is not a failure either.
+  ranks[0]->dev.reset();
+  for (int i = 0; i < 50; ++i) ranks[1]->dev->poll();
+  EXPECT_EQ(ranks[1]->sink.why, Failure::none) << ranks[1]->sink.detail;
 }
 
 // Lazily, nothing is refused until the first use: each rank sends once, which dials, and keeps

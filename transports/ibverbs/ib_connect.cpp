@@ -1,6 +1,6 @@
 // IbDevice setup: the port, the verbs objects, the exchange of queue-pair data through the
-// store, and the side TCP connections (whose handshake checks the job secret and, completing,
-// proves that the peer's queue pair is ready to receive).
+// store, and the control channel (whose handshake checks the job secret and, completing, proves
+// that the peer's queue pair is ready to receive).
 #include <fcntl.h>
 #include <sys/epoll.h>
 
@@ -13,8 +13,9 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "transports/ibverbs/ib_device.hpp"
+#include "transports/common/setup_text.hpp"
+#include "transports/control_channel.hpp"
 #include "transports/setup_failure.hpp"
-#include "transports/tcp/tcp_device.hpp"
 
 namespace kolo::ib {
 
@@ -52,14 +53,14 @@ Bytes wait_for_key(const Bootstrap& b, const std::string& key, int peer) {
 void set_nonblocking(int fd, const char* what) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-    throw Error(std::string("ibverbs transport: making the ") + what + " non-blocking: " + tcp::errno_text(errno));
+    throw Error(std::string("ibverbs transport: making the ") + what + " non-blocking: " + transport::errno_text(errno));
 }
 
 void watch(int epfd, int fd, const char* what) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-    throw Error(std::string("ibverbs transport: epoll_ctl (") + what + "): " + tcp::errno_text(errno));
+    throw Error(std::string("ibverbs transport: epoll_ctl (") + what + "): " + transport::errno_text(errno));
 }
 
 }  // namespace
@@ -123,7 +124,7 @@ void IbDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peer
 
   // 1. A queue pair and rings per peer; publish what each peer needs.
   for (int peer : peers) {
-    pairs_[static_cast<size_t>(peer)] = std::make_unique<IbPair>(this, peer, pd_.get(), cq_.get(), g, port_.choice);
+    pairs_[static_cast<size_t>(peer)] = std::make_unique<IbPair>(sink_, peer, pd_.get(), cq_.get(), g, port_.choice);
     list_.push_back(pairs_[static_cast<size_t>(peer)].get());
     const ConnInfo info = list_.back()->local_info();
     const auto* raw = reinterpret_cast<const uint8_t*>(&info);
@@ -144,11 +145,10 @@ void IbDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peer
   Bootstrap side = b;
   side.prefix = b.prefix + "/ib";
   side.failures = this;
-  side.connect_lazily = false;  // IbDevice uses the side pairs as TcpPairs from the start
-  side_ = tcp::TcpDevice::connect(side, peers);
+  side_ = transport::connect_control_channel(side, peers);
 
-  epfd_ = tcp::Fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epfd_.valid()) throw Error("ibverbs transport: epoll_create1: " + tcp::errno_text(errno));
+  epfd_ = transport::Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd_.valid()) throw Error("ibverbs transport: epoll_create1: " + transport::errno_text(errno));
   watch(epfd_.get(), side_->wait_fd(), "side connections");
   watch(epfd_.get(), channel_->fd, "completion channel");
   watch(epfd_.get(), ctx->async_fd, "async events");

@@ -2,13 +2,11 @@
 #include "transports/ibverbs/ib_device.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 
 #include "common/log.hpp"
 #include "kolo/error.hpp"
-#include "transports/tcp/tcp_device.hpp"
 
 namespace kolo::ib {
 
@@ -139,35 +137,30 @@ std::vector<int> IbDevice::close(std::chrono::steady_clock::time_point deadline)
   // 1. Stop holding back messages nobody will receive, and flush our writes (until each is
   //    acknowledged) while returning credits, so that peers can flush theirs.
   for (IbPair* p : list_) p->set_closing();
-  auto* side = static_cast<tcp::TcpDevice*>(side_.get());
-  std::vector<bool> bye_queued(pairs_.size(), false);
+  std::vector<bool> bye_sent(pairs_.size(), false);
   std::vector<int> missing;
   for (;;) {
     poll();
     side_->poll();
     missing.clear();
     for (IbPair* p : list_) {
-      auto* sp = static_cast<tcp::TcpPair*>(side->pair(p->peer()));
-      if (p->failed() || sp->failed()) continue;
-      // 2. Say goodbye on the side connection only once everything we sent has landed: the
+      const int peer = p->peer();
+      if (p->failed() || side_->failed(peer)) continue;
+      // 2. Say goodbye on the control channel only once everything we sent has landed: the
       //    peer takes a goodbye to mean that no more data will come.
-      if (!bye_queued[static_cast<size_t>(p->peer())] && p->sends_drained()) {
-        sp->set_closing();
-        sp->queue_bye();
-        bye_queued[static_cast<size_t>(p->peer())] = true;
+      if (!bye_sent[static_cast<size_t>(peer)] && p->sends_drained()) {
+        side_->send_goodbye(peer);
+        bye_sent[static_cast<size_t>(peer)] = true;
       }
-      if (sp->bye_received()) p->set_finished();
-      if (!(bye_queued[static_cast<size_t>(p->peer())] && sp->bye_received() && sp->sends_drained()))
-        missing.push_back(p->peer());
+      if (side_->goodbye_received(peer)) p->set_finished();
+      if (!(bye_sent[static_cast<size_t>(peer)] && side_->goodbye_received(peer) && side_->goodbye_flushed(peer)))
+        missing.push_back(peer);
     }
     if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
     pollfd pf{epfd_.get(), POLLIN, 0};
     ::poll(&pf, 1, 1);
   }
-  for (IbPair* p : list_) {
-    auto* sp = static_cast<tcp::TcpPair*>(side->pair(p->peer()));
-    ::shutdown(sp->fd(), SHUT_RDWR);
-  }
+  for (IbPair* p : list_) side_->hang_up(p->peer());
   return missing;
 }
 

@@ -1,10 +1,11 @@
 // The RDMA verbs transport's device: one port, one protection domain, one completion queue
 // (with a completion channel, so an idle rank can sleep) and one RC queue pair per peer.
 //
-// Beside the queue pairs every pair of ranks keeps a TCP connection (a tcp::TcpDevice under the
-// store prefix "<group>/ib"), which carries what verbs cannot: the job-secret handshake before
-// any queue pair is used, abort notices, goodbyes, and the prompt news of a peer's death (its
-// socket closes at once; a dead peer's QP would only show up as retry-exceeded on the next write).
+// Beside the queue pairs every pair of ranks keeps a control channel (transports/control_channel.hpp,
+// under the store prefix "<group>/ib"), which carries what verbs cannot: the job-secret handshake
+// before any queue pair is used, abort notices, goodbyes, and the prompt news of a peer's death
+// (its connection closes at once; a dead peer's QP would only show up as retry-exceeded on the
+// next write).
 // Setup is in ib_connect.cpp.
 #pragma once
 #include <memory>
@@ -13,7 +14,8 @@
 
 #include "transports/ibverbs/ib_pair.hpp"
 #include "transports/ibverbs/ib_port.hpp"
-#include "transports/tcp/socket.hpp"
+#include "transports/common/fd.hpp"
+#include "transports/control_channel.hpp"
 #include "transports/transport.hpp"
 
 namespace kolo::ib {
@@ -55,8 +57,8 @@ class IbDevice final : public transport::Device, private transport::FailureSink 
   CqPtr cq_;
   std::vector<std::unique_ptr<IbPair>> pairs_;  // by rank; destroyed before the CQ and the PD
   std::vector<IbPair*> list_;
-  std::unique_ptr<transport::Device> side_;     // the TCP connections
-  tcp::Fd epfd_;                                 // side sockets + completion channel + async events
+  std::unique_ptr<transport::ControlChannel> side_;  // handshake, goodbyes, abort notices, deaths
+  transport::Fd epfd_;                               // side channel + completion channel + async events
   bool armed_ = false;                           // the CQ will signal the channel on its next completion
   unsigned polls_ = 0;
 };

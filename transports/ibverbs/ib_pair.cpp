@@ -27,8 +27,6 @@ constexpr uint8_t kRetryCount = 7;
 constexpr uint8_t kRnrRetryForever = 7;  // never expected: credits keep receives posted
 constexpr uint8_t kMinRnrTimer = 12;
 
-void complete(Request* r) { r->state = Request::State::done; }
-
 const char* opcode_name(const ibv_wc& wc) {
   if (wc.wr_id & kRecvWr) return "receive";
   if (wc.wr_id & kCreditWr) return "credit send";
@@ -36,9 +34,8 @@ const char* opcode_name(const ibv_wc& wc) {
 }
 }  // namespace
 
-IbPair::IbPair(IbDevice* dev, int peer, ibv_pd* pd, ibv_cq* cq, const RingGeometry& g, const PortChoice& port)
-    : dev_(dev),
-      peer_(peer),
+IbPair::IbPair(transport::FailureSink* sink, int peer, ibv_pd* pd, ibv_cq* cq, const RingGeometry& g, const PortChoice& port)
+    : PairBase(peer, sink),
       geo_(g),
       port_(port),
       staging_(pd, g.slot_bytes * g.nslots, IBV_ACCESS_LOCAL_WRITE, "the staging ring towards rank " + std::to_string(peer)),
@@ -148,23 +145,11 @@ std::string IbPair::post_receives(int n) {
   return "";
 }
 
-bool IbPair::refuse_if_failed(Request* req) const {
-  if (!failed_) return false;
-  req->fail(Failure::aborted, "connection to " + who() + " already failed");
-  return true;
-}
-
-void IbPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->start(peer_, true, tag, bytes);
-  if (refuse_if_failed(req)) return;
-  sends_.push_back(SendOp{static_cast<const char*>(buf), bytes, 0, tag, req});
+void IbPair::on_send_posted() {
   if (sends_.size() == 1) pump_sends();
 }
 
-void IbPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->start(peer_, false, tag, bytes);
-  if (refuse_if_failed(req)) return;
-  recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, 0, tag, req});
+void IbPair::on_recv_posted() {
   if (consumed_ < arrived_ && deliver_slots()) return_credits();
 }
 
@@ -174,17 +159,17 @@ bool IbPair::pump_sends() {
   while (!sends_.empty() && !failed_) {
     if (sent_ - credits_ >= geo_.nslots || sent_ - writes_done_ >= geo_.nslots || sq_outstanding_ >= sq_depth_ - 1) break;
     SendOp& op = sends_.front();
-    const size_t chunk = std::min(op.bytes - op.offset, payload);
+    const size_t chunk = std::min(op.bytes - op.done, payload);
     const size_t slot = static_cast<size_t>(sent_ % geo_.nslots);
     char* s = staging_.data() + slot * geo_.slot_bytes;
     SlotHeader h{};
     std::memcpy(h.tag, op.tag.w, sizeof h.tag);
     h.msg_bytes = op.bytes;
-    h.offset = op.offset;
+    h.offset = op.done;
     h.chunk_bytes = chunk;
     h.seq = sent_;
     std::memcpy(s, &h, sizeof h);
-    if (chunk) std::memcpy(s + kSlotHeaderBytes, op.buf + op.offset, chunk);
+    if (chunk) std::memcpy(s + kSlotHeaderBytes, op.buf + op.done, chunk);
 
     ibv_sge sge{reinterpret_cast<uint64_t>(s), static_cast<uint32_t>(kSlotHeaderBytes + chunk), staging_.lkey()};
     ibv_send_wr wr{};
@@ -203,9 +188,9 @@ bool IbPair::pump_sends() {
     }
     ++sent_;
     ++sq_outstanding_;
-    op.offset += chunk;
-    op.req->transferred = op.offset;
-    if (op.offset == op.bytes) {
+    op.done += chunk;
+    op.req->transferred = op.done;
+    if (op.done == op.bytes) {
       inflight_.push_back(InflightSend{sent_, op.req});
       sends_.pop_front();
     }
@@ -234,33 +219,21 @@ bool IbPair::deliver_slots() {
       continue;
     }
     RecvOp& r = recvs_.front();
-    if (r.got == 0 && h.offset == 0) {
+    if (r.done == 0 && h.offset == 0) {
       Tag got;
       std::memcpy(got.w, h.tag, sizeof got.w);
-      if (!(got == r.tag) || h.msg_bytes != r.bytes) {
-        r.req->got_tag = got;
-        r.req->got_bytes = h.msg_bytes;
-        const Failure why = got == r.tag ? Failure::size_mismatch : Failure::tag_mismatch;
-        Request* req = r.req;
-        recvs_.pop_front();
-        req->fail(why, "message from " + who() + " does not match the receive");
-        fail(why, req->detail);
-        return true;
-      }
+      if (!match_first_recv(got, h.msg_bytes)) return true;
     }
-    if (h.offset != r.got) {
+    if (h.offset != r.done) {
       fail(Failure::io_error, "chunk out of order from " + who());
       return true;
     }
     if (h.chunk_bytes) std::memcpy(r.buf + h.offset, s + kSlotHeaderBytes, h.chunk_bytes);
-    r.got += h.chunk_bytes;
-    r.req->transferred = r.got;
+    r.done += h.chunk_bytes;
+    r.req->transferred = r.done;
     ++consumed_;
     ++owed_;
-    if (r.got == r.bytes) {
-      complete(r.req);
-      recvs_.pop_front();
-    }
+    if (r.done == r.bytes) complete_first_recv();
     moved = true;
   }
   return moved;
@@ -326,28 +299,10 @@ bool IbPair::on_completion(const ibv_wc& wc) {
   return moved;
 }
 
-void IbPair::fail_pending(Failure why, const std::string& detail) {
-  for (auto& op : sends_)
-    if (op.req->state == Request::State::pending) op.req->fail(why, detail);
+void IbPair::fail_held(Failure why, const std::string& detail) {
   for (auto& op : inflight_)
     if (op.req->state == Request::State::pending) op.req->fail(why, detail);
-  for (auto& op : recvs_)
-    if (op.req->state == Request::State::pending) op.req->fail(why, detail);
-  sends_.clear();
   inflight_.clear();
-  recvs_.clear();
-}
-
-void IbPair::fail(Failure why, const std::string& detail) {
-  if (failed_) return;
-  failed_ = true;
-  fail_pending(why, detail);
-  dev_->report_failure(peer_, why, detail);
-}
-
-void IbPair::abort(const std::string& reason) {
-  failed_ = true;
-  fail_pending(Failure::aborted, reason);
 }
 
 }  // namespace kolo::ib

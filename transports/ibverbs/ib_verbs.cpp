@@ -5,13 +5,13 @@
 #include <cstring>
 
 #include "kolo/error.hpp"
-#include "transports/tcp/socket.hpp"
+#include "transports/common/setup_text.hpp"
 
 namespace kolo::ib {
 
 std::string verbs_error(const char* call, int err) {
   if (err == 0) err = EIO;  // some providers fail without setting errno
-  return std::string(call) + ": " + tcp::errno_text(err);
+  return std::string(call) + ": " + transport::errno_text(err);
 }
 
 void throw_verbs_error(const char* call, int err, const std::string& context) {
@@ -23,7 +23,7 @@ void RegisteredBuffer::Free::operator()(void* p) const { std::free(p); }
 RegisteredBuffer::RegisteredBuffer(ibv_pd* pd, size_t bytes, int access, const std::string& what) : bytes_(bytes) {
   void* p = nullptr;
   if (int rc = ::posix_memalign(&p, 4096, bytes); rc != 0)
-    throw Error("ibverbs transport: cannot allocate " + std::to_string(bytes) + " bytes for " + what + ": " + tcp::errno_text(rc));
+    throw Error("ibverbs transport: cannot allocate " + std::to_string(bytes) + " bytes for " + what + ": " + transport::errno_text(rc));
   mem_.reset(p);
   // No memset: registration faults the pages in, and no slot is read before its write arrived.
   errno = 0;

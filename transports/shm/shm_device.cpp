@@ -49,7 +49,7 @@ ShmDevice::~ShmDevice() = default;
 void ShmDevice::add_pair(PairSetup s) {
   const int peer = s.peer;
   const int fd = s.sock.get();
-  pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(this, std::move(s));
+  pairs_[static_cast<size_t>(peer)] = std::make_unique<ShmPair>(this, sink_, std::move(s));
   list_.push_back(pairs_[static_cast<size_t>(peer)].get());
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
@@ -139,10 +139,6 @@ void ShmDevice::disarm() {
 }
 
 void ShmDevice::forget_socket(int fd) { ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr); }
-
-void ShmDevice::report_failure(int peer, Failure why, const std::string& detail) {
-  if (sink_) sink_->peer_failed(peer, why, detail);
-}
 
 void ShmDevice::abort(const std::string& reason) {
   for (ShmPair* p : list_) p->abort(reason);

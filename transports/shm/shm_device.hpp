@@ -42,7 +42,6 @@ class ShmDevice final : public transport::Device {
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
   // For pairs.
-  void report_failure(int peer, transport::Failure why, const std::string& detail);
   void note_post() {
     if (armed_) disarm();
   }

@@ -22,33 +22,11 @@ namespace {
 // message (fewer pages pinned at once).
 constexpr size_t kRemoteReadPiece = size_t(1) << 20;
 
-void begin(Request* req, int peer, bool is_send, const Tag& tag, size_t bytes) {
-  req->state = Request::State::pending;
-  req->failure = Failure::none;
-  req->peer = peer;
-  req->is_send = is_send;
-  req->tag = tag;
-  req->bytes = bytes;
-  req->got_bytes = 0;
-  req->transferred = 0;
-  req->detail.clear();
-}
-
-void complete(Request* r) { r->state = Request::State::done; }
-
-void fail_request(Request* r, Failure why, const std::string& detail) {
-  r->state = Request::State::failed;
-  r->failure = why;
-  r->detail = detail;
-}
-
-std::string rank_name(int peer) { return "rank " + std::to_string(peer); }
-
 }  // namespace
 
-ShmPair::ShmPair(ShmDevice* dev, PairSetup s)
-    : dev_(dev),
-      peer_(s.peer),
+ShmPair::ShmPair(ShmDevice* dev, transport::FailureSink* sink, PairSetup s)
+    : PairBase(s.peer, sink),
+      dev_(dev),
       in_(s.in),
       out_(s.out),
       sock_(std::move(s.sock)),
@@ -58,28 +36,14 @@ ShmPair::ShmPair(ShmDevice* dev, PairSetup s)
 
 ShmPair::~ShmPair() = default;
 
-bool ShmPair::refuse_if_dead(Request* req) {
-  if (!failed_ && !gone_ && !peer_hung_up_) return false;
-  fail_request(req, failed_ ? Failure::aborted : Failure::peer_closed,
-               "connection to " + rank_name(peer_) + (failed_ ? " already failed" : " was closed by the peer"));
-  return true;
-}
-
-void ShmPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) {
-  begin(req, peer_, true, tag, bytes);
-  if (refuse_if_dead(req)) return;
+void ShmPair::on_send_posted() {
   dev_->note_post();
-  bool describe = peer_reads_us_ && cma_min_ > 0 && bytes >= cma_min_;
-  sends_.push_back(SendOp{static_cast<const char*>(buf), bytes, 0, false, describe, tag, req});
   // Try at once: a small message is usually in the ring (and the send done) before this returns.
   if (sends_.size() == 1) pump_sends();
 }
 
-void ShmPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
-  begin(req, peer_, false, tag, bytes);
-  if (refuse_if_dead(req)) return;
+void ShmPair::on_recv_posted() {
   dev_->note_post();
-  recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, tag, req});
   // The message may be waiting in the ring already.
   if (recvs_.size() == 1) pump_recvs();
 }
@@ -110,7 +74,7 @@ bool ShmPair::pump_sends() {
   while (!sends_.empty() && slot_free()) {
     SendOp& op = sends_.front();
     SlotHeader* h = out_.slot(next_out_);
-    if (op.describe) {
+    if (describes(op.bytes)) {
       h->kind = SlotKind::cma;
       h->len = 0;
       h->total = op.bytes;
@@ -122,23 +86,22 @@ bool ShmPair::pump_sends() {
       sends_.pop_front();
       continue;
     }
-    size_t piece = std::min(op.bytes - op.sent, out_.payload_bytes());
-    h->kind = op.started ? SlotKind::more : SlotKind::data;
+    // The first slot of a message carries its size and tag; a message with bytes in it has
+    // done > 0 after its first slot (slots hold at least one payload byte).
+    const bool first = op.done == 0;
+    size_t piece = std::min(op.bytes - op.done, out_.payload_bytes());
+    h->kind = first ? SlotKind::data : SlotKind::more;
     h->len = static_cast<uint32_t>(piece);
-    if (!op.started) {
+    if (first) {
       h->total = op.bytes;
       std::memcpy(h->tag, op.tag.w, sizeof h->tag);
     }
-    if (piece > 0) std::memcpy(RingView::payload(h), op.buf + op.sent, piece);
+    if (piece > 0) std::memcpy(RingView::payload(h), op.buf + op.done, piece);
     publish(h);
     published = moved = true;
-    op.started = true;
-    op.sent += piece;
-    op.req->transferred = op.sent;
-    if (op.sent == op.bytes) {
-      complete(op.req);
-      sends_.pop_front();
-    }
+    op.done += piece;
+    op.req->transferred = op.done;
+    if (op.done == op.bytes) complete_first_send();
   }
   if (published) notify_receiver();
   if (!described_.empty()) {
@@ -206,7 +169,7 @@ bool ShmPair::pump_recvs() {
     // slot (and past the segment's end), however much of the message is left.
     const uint32_t len = h->len;
     if (h->kind != SlotKind::more || len > left_ || len > in_.payload_bytes()) {
-      fail(Failure::io_error, "corrupt shared-memory ring from " + rank_name(peer_) + " (bad continuation slot)");
+      fail(Failure::io_error, "corrupt shared-memory ring from " + who() + " (bad continuation slot)");
       break;
     }
     if (in_state_ == In::pieces) {
@@ -218,10 +181,7 @@ bool ShmPair::pump_recvs() {
     moved = true;
     if (in_state_ == In::pieces) recvs_.front().req->transferred = recvs_.front().bytes - left_;
     if (left_ == 0) {
-      if (in_state_ == In::pieces) {
-        complete(recvs_.front().req);
-        recvs_.pop_front();
-      }
+      if (in_state_ == In::pieces) complete_first_recv();
       in_state_ = In::idle;
     }
   }
@@ -240,7 +200,7 @@ bool ShmPair::start_message(SlotHeader* h) {
   Tag got;
   std::memcpy(got.w, h->tag, sizeof got.w);
   if ((kind != SlotKind::data && kind != SlotKind::cma) || len > total || len > in_.payload_bytes()) {
-    fail(Failure::io_error, "corrupt shared-memory ring from " + rank_name(peer_) + " (bad first slot)");
+    fail(Failure::io_error, "corrupt shared-memory ring from " + who() + " (bad first slot)");
     return false;
   }
   if (recvs_.empty()) {
@@ -256,17 +216,8 @@ bool ShmPair::start_message(SlotHeader* h) {
     }
     return true;
   }
+  if (!match_first_recv(got, total)) return false;
   RecvOp& op = recvs_.front();
-  if (!(got == op.tag) || total != op.bytes) {
-    Request* req = op.req;
-    req->got_tag = got;
-    req->got_bytes = total;
-    Failure why = got == op.tag ? Failure::size_mismatch : Failure::tag_mismatch;
-    recvs_.pop_front();
-    fail_request(req, why, "message from " + rank_name(peer_) + " does not match the receive");
-    fail(why, req->detail);
-    return false;
-  }
   if (kind == SlotKind::cma) {
     remote_addr_ = addr;
     remote_got_ = 0;
@@ -277,8 +228,7 @@ bool ShmPair::start_message(SlotHeader* h) {
   if (len > 0) std::memcpy(op.buf, RingView::payload(h), len);
   consume_slot();
   if (len == op.bytes) {
-    complete(op.req);
-    recvs_.pop_front();
+    complete_first_recv();
   } else {
     in_state_ = In::pieces;
     dst_ = op.buf + len;
@@ -305,9 +255,9 @@ bool ShmPair::pump_remote_read() {
     read_socket();
     if (failed_) return true;
     if (e == ESRCH)
-      fail(Failure::peer_closed, rank_name(peer_) + " died while this rank was reading its message (process gone)");
+      fail(Failure::peer_closed, who() + " died while this rank was reading its message (process gone)");
     else
-      fail(Failure::io_error, "reading a message of " + std::to_string(op.bytes) + " bytes from " + rank_name(peer_) +
+      fail(Failure::io_error, "reading a message of " + std::to_string(op.bytes) + " bytes from " + who() +
                                   " with process_vm_readv failed: " + transport::errno_text(e));
     return true;
   }
@@ -325,9 +275,7 @@ void ShmPair::finish_remote_read() {
     read_socket();
     return;  // failed by the notice or the hang-up; otherwise check again on the next poll
   }
-  Request* req = recvs_.front().req;
-  recvs_.pop_front();
-  complete(req);
+  complete_first_recv();
   in_state_ = In::idle;
   in_.ctl->cma_done.store(++remote_done_, std::memory_order_release);
   freed_ = true;  // the sender may sleep until this count moves
@@ -336,7 +284,7 @@ void ShmPair::finish_remote_read() {
 // ---- control socket ----
 
 bool ShmPair::read_socket() {
-  if (failed_ || gone_ || peer_hung_up_) return false;
+  if (failed_ || gone_ || hung_up_) return false;
   bool changed = false;
   char buf[1 + kMaxAbortReason];
   for (;;) {
@@ -353,7 +301,7 @@ bool ShmPair::read_socket() {
           fail(Failure::peer_aborted, n > 1 ? std::string(buf + 1, static_cast<size_t>(n - 1)) : "(no reason given)");
           return true;
         default:
-          fail(Failure::io_error, "unexpected control record from " + rank_name(peer_));
+          fail(Failure::io_error, "unexpected control record from " + who());
           return true;
       }
       continue;
@@ -364,15 +312,15 @@ bool ShmPair::read_socket() {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return changed;
-    fail(Failure::io_error, "control socket of " + rank_name(peer_) + ": " + transport::errno_text(errno));
+    fail(Failure::io_error, "control socket of " + who() + ": " + transport::errno_text(errno));
     return true;
   }
 }
 
 void ShmPair::handle_hangup() {
   // Also guards against re-entry: delivering what is left may read the socket again.
-  if (failed_ || gone_ || peer_hung_up_) return;
-  peer_hung_up_ = true;
+  if (failed_ || gone_ || hung_up_) return;
+  hung_up_ = true;
   forget_socket();  // a hung-up socket stays readable: keep it out of the sleep set
   // Whatever the peer published before it went is complete in the ring: deliver it first.
   pump_recvs();
@@ -380,11 +328,11 @@ void ShmPair::handle_hangup() {
   peer_failed_us_ = true;
   if (!bye_received_) {
     fail(Failure::peer_closed,
-         "connection to " + rank_name(peer_) + " closed unexpectedly (process died or was killed?)");
+         "connection to " + who() + " closed unexpectedly (process died or was killed?)");
     return;
   }
   if (!recvs_.empty() || in_state_ != In::idle || !sends_.empty() || !described_.empty()) {
-    fail(Failure::peer_closed, rank_name(peer_) + " shut down while this rank still expected data from it");
+    fail(Failure::peer_closed, who() + " shut down while this rank still expected data from it");
     return;
   }
   gone_ = true;  // an orderly goodbye: nothing more will come, and nothing is missing
@@ -426,49 +374,33 @@ void ShmPair::forget_socket() {
 
 // ---- failures ----
 
-void ShmPair::fail_pending(Failure why, const std::string& detail) {
-  for (auto& op : sends_)
-    if (op.req->state == Request::State::pending) fail_request(op.req, why, detail);
-  for (auto& d : described_)
-    if (d.req->state == Request::State::pending) fail_request(d.req, why, detail);
-  for (auto& op : recvs_)
-    if (op.req->state == Request::State::pending) fail_request(op.req, why, detail);
-  sends_.clear();
-  described_.clear();
-  recvs_.clear();
-  in_state_ = In::idle;
-}
-
-bool ShmPair::fail(Failure why, const std::string& detail) {
-  if (failed_) return true;
+void ShmPair::on_fail() {
   // Before our described sends fail (and their buffers may be reused): a peer still reading one
   // must not take what it reads for the message.
   out_.ctl->sender_aborted.store(1, std::memory_order_seq_cst);
-  failed_ = true;
   set_waiting(false);
-  fail_pending(why, detail);
   forget_socket();
-  dev_->report_failure(peer_, why, detail);
-  return true;
 }
 
-void ShmPair::abort(const std::string& reason) {
-  fail_pending(Failure::aborted, reason);
-  if (!peer_failed_us_ && !gone_ && !abort_sent_) {
-    // The peer is alive (it did not die or abort itself): tell it why. Best effort and
-    // non-blocking; a full socket means the peer stopped reading, and it sees the shutdown below.
-    std::string rec(1, static_cast<char>(Control::abort));
-    rec += reason.substr(0, kMaxAbortReason);
-    (void)::send(sock_.get(), rec.data(), rec.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    abort_sent_ = true;
-  }
+void ShmPair::fail_held(Failure why, const std::string& detail) {
+  for (auto& d : described_)
+    if (d.req->state == Request::State::pending) d.req->fail(why, detail);
+  described_.clear();
+  in_state_ = In::idle;
+}
+
+void ShmPair::send_abort_notice(const std::string& reason) {
+  // Non-blocking; a full socket means the peer stopped reading, and it sees the shutdown.
+  std::string rec(1, static_cast<char>(Control::abort));
+  rec += reason.substr(0, kMaxAbortReason);
+  (void)::send(sock_.get(), rec.data(), rec.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void ShmPair::after_abort() {
   // After the notice: a peer that sees the flag finds the notice on the socket.
   out_.ctl->sender_aborted.store(1, std::memory_order_seq_cst);
-  if (!failed_) {
-    failed_ = true;
-    set_waiting(false);
-    forget_socket();
-  }
+  set_waiting(false);
+  forget_socket();
   ::shutdown(sock_.get(), SHUT_WR);
 }
 

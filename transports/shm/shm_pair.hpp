@@ -14,9 +14,9 @@
 #include <deque>
 #include <string>
 
+#include "transports/pair_base.hpp"
 #include "transports/shm/shm_layout.hpp"
 #include "transports/shm/shm_socket.hpp"
-#include "transports/transport.hpp"
 
 namespace kolo::shm {
 
@@ -32,15 +32,11 @@ struct PairSetup {
   size_t cma_min_bytes = 0;    // 0: never describe messages, copy them through the ring
 };
 
-class ShmPair final : public transport::Pair {
+class ShmPair final : public transport::PairBase {
  public:
-  ShmPair(ShmDevice* dev, PairSetup setup);
+  ShmPair(ShmDevice* dev, transport::FailureSink* sink, PairSetup setup);
   ~ShmPair() override;
 
-  void post_send(const void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
-  void post_recv(void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
-
-  int peer() const { return peer_; }
   int fd() const { return sock_.get(); }
 
   // Moves whatever can move through the rings; true if anything moved.
@@ -52,32 +48,13 @@ class ShmPair final : public transport::Pair {
   void set_waiting(bool on);
 
   // Orderly close.
-  void set_closing() { closing_ = true; }
   void try_send_bye();
   bool closed_cleanly() const { return bye_sent_ && bye_received_; }
   bool done() const { return failed_ || gone_; }
   void shutdown_socket();
 
-  // Fails every pending request; tells the peer (abort notice) unless it is the one gone.
-  void abort(const std::string& reason);
-  bool failed() const { return failed_; }
-
  private:
-  struct SendOp {
-    const char* buf;
-    size_t bytes;
-    size_t sent;  // bytes already in the ring
-    bool started;
-    bool describe;  // large: the receiver reads it from our memory
-    transport::Tag tag;
-    transport::Request* req;
-  };
-  struct RecvOp {
-    char* buf;
-    size_t bytes;
-    transport::Tag tag;
-    transport::Request* req;
-  };
+  // A send's `done` counts the bytes already in the ring.
   struct DescribedSend {
     uint64_t number;  // completes when the ring's cma_done reaches it
     transport::Request* req;
@@ -85,7 +62,15 @@ class ShmPair final : public transport::Pair {
   // What the receiving side is in the middle of.
   enum class In : uint8_t { idle, pieces, read_remote, discard };
 
-  bool refuse_if_dead(transport::Request* req);
+  void on_send_posted() override;
+  void on_recv_posted() override;
+  void on_fail() override;
+  void fail_held(transport::Failure why, const std::string& detail) override;
+  void send_abort_notice(const std::string& reason) override;
+  void after_abort() override;
+
+  // Large messages are described, and the receiver reads them from our memory.
+  bool describes(size_t bytes) const { return peer_reads_us_ && cma_min_ > 0 && bytes >= cma_min_; }
   bool pump_sends();
   bool pump_recvs();
   bool pump_remote_read();
@@ -100,12 +85,9 @@ class ShmPair final : public transport::Pair {
   bool wants_outbound() const { return !sends_.empty() || !described_.empty(); }
   void finish_remote_read();
   void handle_hangup();
-  bool fail(transport::Failure why, const std::string& detail);
-  void fail_pending(transport::Failure why, const std::string& detail);
   void forget_socket();
 
   ShmDevice* dev_;
-  int peer_;
   RingView in_, out_;
   Fd sock_;
   pid_t peer_pid_;
@@ -113,14 +95,12 @@ class ShmPair final : public transport::Pair {
   size_t cma_min_;
 
   // Sender side.
-  std::deque<SendOp> sends_;
   std::deque<DescribedSend> described_;
   uint64_t next_out_ = 0;    // next slot use to fill
   uint64_t tail_seen_ = 0;   // last value read from out_.ctl->tail
   uint64_t described_count_ = 0;
 
   // Receiver side.
-  std::deque<RecvOp> recvs_;
   uint64_t next_in_ = 0;     // next slot use to read
   uint64_t remote_done_ = 0; // our count of finished remote reads (mirrors in_.ctl->cma_done)
   In in_state_ = In::idle;
@@ -131,14 +111,9 @@ class ShmPair final : public transport::Pair {
   bool freed_ = false;       // slots consumed since the last notify_sender()
 
   bool waiting_in_ = false, waiting_out_ = false;  // flags we set in shared memory
-  bool closing_ = false;
-  bool bye_sent_ = false, bye_received_ = false;
-  bool peer_hung_up_ = false;  // the socket ended: nothing more will be published
-  bool gone_ = false;          // the peer said goodbye and left; nothing pending
-  bool failed_ = false;
-  bool peer_failed_us_ = false;  // the failure came from the peer (died or aborted): no notice back
-  bool abort_sent_ = false;
+  bool bye_sent_ = false;
   bool in_epoll_ = true;
+  // hung_up_ (PairBase): the socket ended, nothing more will be published.
 };
 
 }  // namespace kolo::shm

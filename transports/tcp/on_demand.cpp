@@ -158,7 +158,7 @@ bool OnDemand::failed(int peer, Failure why, const std::string& detail) {
   Link& l = links_[static_cast<size_t>(peer)];
   l.state = Link::State::failed;
   l.pending->fail_all(why, detail);
-  dev_->report_failure(peer, why, detail);
+  if (b_.failures) b_.failures->peer_failed(peer, why, detail);
   return true;
 }
 

@@ -21,7 +21,8 @@ void PendingPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* re
 
 void PendingPair::queue(Op op) {
   if (failed_) {
-    op.req->fail(why_, detail_);
+    // As a failed TcpPair refuses a post (transports/pair_base.cpp).
+    op.req->fail(transport::Failure::aborted, "connection to rank " + std::to_string(peer_) + " already failed");
     return;
   }
   const bool send = op.send;
@@ -44,8 +45,6 @@ void PendingPair::flush_into(transport::Pair* real) {
 
 void PendingPair::fail_all(transport::Failure why, const std::string& detail) {
   failed_ = true;
-  why_ = why;
-  detail_ = detail;
   for (auto& op : ops_)
     if (op.req->state == Request::State::pending) op.req->fail(why, detail);
   ops_.clear();

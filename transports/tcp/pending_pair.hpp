@@ -23,7 +23,8 @@ class PendingPair final : public transport::Pair {
 
   // The connection is made: posts what waited, in order, and passes later posts on.
   void flush_into(transport::Pair* real);
-  // The connection cannot be made (or the device aborted): fails what waited and every later post.
+  // The connection cannot be made (or the device aborted): fails what waited with `why`, and
+  // every later post as a failed TcpPair does ("connection to rank N already failed").
   void fail_all(transport::Failure why, const std::string& detail);
   bool has_waiting() const { return !ops_.empty(); }
 
@@ -42,8 +43,6 @@ class PendingPair final : public transport::Pair {
   transport::Pair* real_ = nullptr;
   std::deque<Op> ops_;
   bool failed_ = false;
-  transport::Failure why_ = transport::Failure::none;
-  std::string detail_;
 };
 
 }  // namespace kolo::tcp

@@ -77,7 +77,7 @@ TcpPair* TcpDevice::add_pair(int peer, Fd fd) {
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u32 = static_cast<uint32_t>(peer);
   if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
-  pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(this, peer, std::move(fd));
+  pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(sink_, peer, std::move(fd));
   live_.push_back(pairs_[static_cast<size_t>(peer)].get());
   return live_.back();
 }
@@ -85,6 +85,10 @@ TcpPair* TcpDevice::add_pair(int peer, Fd fd) {
 // A rank whose setup fails says so in the store (setup_failure.hpp), so that peers waiting for
 // its connection fail at once with its reason instead of waiting out the timeout.
 std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const std::vector<int>& peers) {
+  return connect_device(b, peers);
+}
+
+std::unique_ptr<TcpDevice> TcpDevice::connect_device(const Bootstrap& b, const std::vector<int>& peers) {
   try {
     return connect_or_throw(b, peers);
   } catch (const std::exception& e) {
@@ -93,7 +97,7 @@ std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const 
   }
 }
 
-std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
+std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
   if (b.connect_lazily) {
     // Listen and publish now; connect each peer on its first use (on_demand.hpp).
@@ -184,9 +188,13 @@ std::unique_ptr<transport::Device> TcpDevice::connect_or_throw(const Bootstrap& 
 }
 
 transport::Pair* TcpDevice::pair(int peer) {
-  if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
-  if (TcpPair* p = pairs_[static_cast<size_t>(peer)].get()) return p;
+  if (TcpPair* p = tcp_pair(peer)) return p;
   return on_demand_ ? on_demand_->pair(peer) : nullptr;
+}
+
+TcpPair* TcpDevice::tcp_pair(int peer) const {
+  if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
+  return pairs_[static_cast<size_t>(peer)].get();
 }
 
 bool TcpDevice::poll() {
@@ -233,10 +241,6 @@ std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline
   }
   for (auto* p : live_) ::shutdown(p->fd(), SHUT_RDWR);
   return missing;
-}
-
-void TcpDevice::report_failure(int peer, Failure why, const std::string& detail) {
-  if (sink_) sink_->peer_failed(peer, why, detail);
 }
 
 }  // namespace kolo::tcp

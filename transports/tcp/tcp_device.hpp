@@ -15,6 +15,8 @@ namespace kolo::tcp {
 class TcpDevice final : public transport::Device {
  public:
   static std::unique_ptr<transport::Device> connect(const transport::Bootstrap& b, const std::vector<int>& peers);
+  // The same, typed: the control channel (tcp_control.cpp) drives the pairs itself.
+  static std::unique_ptr<TcpDevice> connect_device(const transport::Bootstrap& b, const std::vector<int>& peers);
   // A device over a connection to `peer` that is already set up (its handshake done): lets the
   // frame fuzzer (tests/fuzz/fuzz_tcp_frames.cpp) feed a pair bytes without a store or a handshake.
   static std::unique_ptr<TcpDevice> adopt(int size, transport::FailureSink* sink, int peer, Fd fd);
@@ -22,18 +24,18 @@ class TcpDevice final : public transport::Device {
 
   const char* name() const override { return "tcp"; }
   transport::Pair* pair(int peer) override;
+  TcpPair* tcp_pair(int peer) const;
   bool poll() override;
   int wait_fd() const override { return epfd_.get(); }
   void abort(const std::string& reason) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
-  void report_failure(int peer, transport::Failure why, const std::string& detail);
   // A connection whose handshake is done becomes the pair of `peer` (OnDemand calls it too).
   TcpPair* add_pair(int peer, Fd fd);
 
  private:
   TcpDevice(int size, transport::FailureSink* sink);
-  static std::unique_ptr<transport::Device> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers);
+  static std::unique_ptr<TcpDevice> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers);
 
   Fd epfd_;
   std::vector<std::unique_ptr<TcpPair>> pairs_;  // indexed by rank; null where not connected

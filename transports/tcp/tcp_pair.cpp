@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transports/tcp/tcp_device.hpp"
 
 namespace kolo::tcp {
 
@@ -21,40 +20,26 @@ constexpr size_t kInbufBytes = 64 * 1024;
 // read-ahead buffer (one copy less); smaller ones ride along with the next headers.
 constexpr size_t kDirectReadBytes = 16 * 1024;
 
-void complete(Request* r) { r->state = Request::State::done; }
+FrameHeader header_of(uint8_t kind, size_t bytes, const Tag& tag) {
+  FrameHeader h{};
+  h.kind = kind == 0 ? FrameKind::data : static_cast<FrameKind>(kind);
+  h.bytes = bytes;
+  std::memcpy(h.tag, tag.w, sizeof h.tag);
+  return h;
+}
 }  // namespace
 
-TcpPair::TcpPair(TcpDevice* dev, int peer, Fd fd)
-    : dev_(dev), peer_(peer), fd_(std::move(fd)), inbuf_(new char[kInbufBytes]) {}
+TcpPair::TcpPair(transport::FailureSink* sink, int peer, Fd fd)
+    : PairBase(peer, sink), fd_(std::move(fd)), inbuf_(new char[kInbufBytes]) {}
 
 TcpPair::~TcpPair() = default;
 
-bool TcpPair::refuse_if_closed(Request* req) const {
-  if (!failed_ && !gone_) return false;
-  req->fail(failed_ ? Failure::aborted : Failure::peer_closed,
-            "connection to rank " + std::to_string(peer_) + (failed_ ? " already failed" : " was closed by the peer"));
-  return true;
-}
-
-void TcpPair::post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->start(peer_, true, tag, bytes);
-  if (refuse_if_closed(req)) return;
-  SendOp op{};
-  op.hdr.kind = FrameKind::data;
-  op.hdr.bytes = bytes;
-  std::memcpy(op.hdr.tag, tag.w, sizeof op.hdr.tag);
-  op.buf = static_cast<const char*>(buf);
-  op.bytes = bytes;
-  op.req = req;
-  sends_.push_back(std::move(op));
+void TcpPair::on_send_posted() {
   // Try at once: a small message usually leaves in this call, with no trip through epoll.
   if (sends_.size() == 1 && writable_) pump_write();
 }
 
-void TcpPair::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
-  req->start(peer_, false, tag, bytes);
-  if (refuse_if_closed(req)) return;
-  recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, tag, req});
+void TcpPair::on_recv_posted() {
   if (parked_) {
     if (match_parked()) pump_read();
   } else if (recvs_.size() == 1) {
@@ -87,12 +72,13 @@ bool TcpPair::pump_write() {
     iovec iov[2];
     int n = 0;
     const size_t hdr_bytes = sizeof(FrameHeader);
-    if (op.sent < hdr_bytes) {
-      iov[n].iov_base = reinterpret_cast<char*>(&op.hdr) + op.sent;
-      iov[n].iov_len = hdr_bytes - op.sent;
+    FrameHeader hdr = header_of(op.kind, op.bytes, op.tag);  // rebuilt, not stored: 16 bytes less per op
+    if (op.done < hdr_bytes) {
+      iov[n].iov_base = reinterpret_cast<char*>(&hdr) + op.done;
+      iov[n].iov_len = hdr_bytes - op.done;
       ++n;
     }
-    size_t payload_sent = op.sent > hdr_bytes ? op.sent - hdr_bytes : 0;
+    size_t payload_sent = op.done > hdr_bytes ? op.done - hdr_bytes : 0;
     if (op.bytes > payload_sent) {
       iov[n].iov_base = const_cast<char*>(op.buf) + payload_sent;
       iov[n].iov_len = op.bytes - payload_sent;
@@ -110,16 +96,15 @@ bool TcpPair::pump_write() {
       }
       if (errno == EPIPE || errno == ECONNRESET) {
         if (!in_hangup_) handle_hangup();
-        if (!failed_) fail(Failure::peer_closed, "connection to rank " + std::to_string(peer_) + " was closed while sending to it");
+        if (!failed_) fail(Failure::peer_closed, "connection to " + who() + " was closed while sending to it");
         return true;
       }
-      return fail(Failure::io_error, "send to rank " + std::to_string(peer_) + ": " + errno_text(errno));
+      return fail(Failure::io_error, "send to " + who() + ": " + errno_text(errno));
     }
-    op.sent += static_cast<size_t>(w);
-    if (op.req) op.req->transferred = op.sent > hdr_bytes ? op.sent - hdr_bytes : 0;
-    if (op.sent == hdr_bytes + op.bytes) {
-      if (op.req) complete(op.req);
-      sends_.pop_front();
+    op.done += static_cast<size_t>(w);
+    if (op.req) op.req->transferred = op.done > hdr_bytes ? op.done - hdr_bytes : 0;
+    if (op.done == hdr_bytes + op.bytes) {
+      complete_first_send();
       moved = true;
     }
   }
@@ -154,7 +139,7 @@ size_t TcpPair::fill_inbuf() {
       eof_ = true;
       return 0;
     }
-    fail(Failure::io_error, "recv from rank " + std::to_string(peer_) + ": " + errno_text(errno));
+    fail(Failure::io_error, "recv from " + who() + ": " + errno_text(errno));
     return 0;
   }
 }
@@ -206,7 +191,7 @@ bool TcpPair::pump_read() {
         readable_ = false;
         return moved;
       } else if (errno != EINTR) {
-        return fail(Failure::io_error, "recv from rank " + std::to_string(peer_) + ": " + errno_text(errno));
+        return fail(Failure::io_error, "recv from " + who() + ": " + errno_text(errno));
       }
     } else if (left_ > 0) {
       if (!readable_ || fill_inbuf() == 0) {
@@ -222,8 +207,7 @@ bool TcpPair::pump_read() {
     if (left_ > 0) continue;
     // Frame finished.
     if (rstate_ == ReadState::payload) {
-      complete(recvs_.front().req);
-      recvs_.pop_front();
+      complete_first_recv();
       moved = true;
     } else if (rstate_ == ReadState::abort_reason) {
       rstate_ = ReadState::header;
@@ -255,33 +239,22 @@ bool TcpPair::start_frame() {
       parked_ = true;
       return match_parked();
   }
-  return fail(Failure::io_error, "corrupt frame from rank " + std::to_string(peer_) + " (kind " +
+  return fail(Failure::io_error, "corrupt frame from " + who() + " (kind " +
                                      std::to_string(static_cast<uint32_t>(cur_.kind)) + ")");
 }
 
 bool TcpPair::match_parked() {
   if (recvs_.empty()) return false;
   parked_ = false;
-  RecvOp& op = recvs_.front();
   Tag got;
   std::memcpy(got.w, cur_.tag, sizeof got.w);
-  if (!(got == op.tag) || cur_.bytes != op.bytes) {
-    op.req->got_tag = got;
-    op.req->got_bytes = cur_.bytes;
-    Failure why = got == op.tag ? Failure::size_mismatch : Failure::tag_mismatch;
-    Request* req = op.req;
-    recvs_.pop_front();
-    req->state = Request::State::failed;
-    req->failure = why;
-    req->detail = "message from rank " + std::to_string(peer_) + " does not match the receive";
-    return fail(why, req->detail);
-  }
+  if (!match_first_recv(got, cur_.bytes)) return true;
+  RecvOp& op = recvs_.front();
   dst_ = op.buf;
   left_ = op.bytes;
   rstate_ = ReadState::payload;
   if (left_ == 0) {
-    complete(op.req);
-    recvs_.pop_front();
+    complete_first_recv();
     rstate_ = ReadState::header;
   }
   return true;
@@ -312,35 +285,13 @@ void TcpPair::handle_hangup() {
     gone_ = true;
     return;
   }
-  fail(Failure::peer_closed, bye_received_ ? "rank " + std::to_string(peer_) + " shut down while this rank still expected data from it"
-                                           : "connection to rank " + std::to_string(peer_) + " closed unexpectedly (process died or was killed?)");
+  fail(Failure::peer_closed, bye_received_ ? who() + " shut down while this rank still expected data from it"
+                                           : "connection to " + who() + " closed unexpectedly (process died or was killed?)");
 }
 
-void TcpPair::fail_pending(Failure why, const std::string& detail) {
+void TcpPair::fail_held(Failure, const std::string&) {
   // A frame cut off halfway leaves the outgoing stream unusable for any further frame.
-  if (!sends_.empty() && sends_.front().sent > 0) out_broken_ = true;
-  for (auto& op : sends_)
-    if (op.req && op.req->state == Request::State::pending) {
-      op.req->state = Request::State::failed;
-      op.req->failure = why;
-      op.req->detail = detail;
-    }
-  for (auto& op : recvs_)
-    if (op.req->state == Request::State::pending) {
-      op.req->state = Request::State::failed;
-      op.req->failure = why;
-      op.req->detail = detail;
-    }
-  sends_.clear();
-  recvs_.clear();
-}
-
-bool TcpPair::fail(Failure why, const std::string& detail) {
-  if (failed_) return true;
-  failed_ = true;
-  fail_pending(why, detail);
-  dev_->report_failure(peer_, why, detail);
-  return true;
+  if (!sends_.empty() && sends_.front().done > 0) out_broken_ = true;
 }
 
 bool TcpPair::discard_until_eof() {
@@ -355,33 +306,24 @@ bool TcpPair::discard_until_eof() {
 
 void TcpPair::queue_bye() {
   if (failed_) return;
-  SendOp op{};
-  op.hdr.kind = FrameKind::bye;
-  sends_.push_back(std::move(op));
+  sends_.push_back(SendOp{nullptr, 0, 0, Tag{}, nullptr, static_cast<uint8_t>(FrameKind::bye)});
   if (sends_.size() == 1 && writable_) pump_write();
 }
 
-void TcpPair::abort(const std::string& reason) {
-  // Even a pair that already failed (say, on a mismatched message) gets the notice: its peer is
-  // probably alive and should learn why.
-  fail_pending(Failure::aborted, reason);
-  bool between_frames = !out_broken_;
-  failed_ = true;
-  if (abort_sent_ || gone_) return;
-  abort_sent_ = true;
-  if (between_frames) {
-    FrameHeader hdr{};
-    hdr.kind = FrameKind::abort;
-    std::string r = reason.substr(0, kMaxAbortReason);
-    hdr.bytes = r.size();
-    iovec iov[2] = {{&hdr, sizeof hdr}, {r.data(), r.size()}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 2;
-    // Best effort and non-blocking: the notice is tiny, so it fits unless the peer stopped reading.
-    (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
-  ::shutdown(fd_.get(), SHUT_WR);
+void TcpPair::send_abort_notice(const std::string& reason) {
+  if (out_broken_) return;
+  FrameHeader hdr{};
+  hdr.kind = FrameKind::abort;
+  std::string r = reason.substr(0, kMaxAbortReason);
+  hdr.bytes = r.size();
+  iovec iov[2] = {{&hdr, sizeof hdr}, {r.data(), r.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  // Best effort and non-blocking: the notice is tiny, so it fits unless the peer stopped reading.
+  (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
+
+void TcpPair::after_abort() { ::shutdown(fd_.get(), SHUT_WR); }
 
 }  // namespace kolo::tcp

@@ -3,28 +3,21 @@
 // frames in posting order. Payloads land directly in the user's buffer except for small pieces
 // that arrive together with headers in the read-ahead buffer.
 #pragma once
-#include <deque>
 #include <memory>
 #include <string>
 
+#include "transports/pair_base.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/wire.hpp"
-#include "transports/transport.hpp"
 
 namespace kolo::tcp {
 
-class TcpDevice;
-
-class TcpPair final : public transport::Pair {
+class TcpPair final : public transport::PairBase {
  public:
-  TcpPair(TcpDevice* dev, int peer, Fd fd);
+  TcpPair(transport::FailureSink* sink, int peer, Fd fd);
   ~TcpPair() override;
 
-  void post_send(const void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
-  void post_recv(void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
-
   int fd() const { return fd_.get(); }
-  int peer() const { return peer_; }
 
   // Readiness from epoll (edge-triggered): remembered until a read/write meets EAGAIN.
   void mark(bool readable, bool writable, bool hangup);
@@ -33,50 +26,32 @@ class TcpPair final : public transport::Pair {
 
   // Orderly close support.
   void queue_bye();
-  bool bye_received() const { return bye_received_; }
   bool sends_drained() const { return sends_.empty(); }
-  // Abort support: fails every pending request, and sends an abort notice if the stream is
-  // between frames (otherwise shuts the socket down so the peer sees the connection end).
-  void abort(const std::string& reason);
-  bool failed() const { return failed_; }
   // After a failure: reads and drops what the peer still sends, so that closing this socket
   // does not reset the connection (a reset can destroy the abort notice this rank sent before
   // the peer reads it). True once the peer has closed its side.
   bool discard_until_eof();
-  void set_closing() { closing_ = true; }
 
  private:
-  struct SendOp {
-    FrameHeader hdr;
-    const char* buf;
-    size_t bytes;
-    size_t sent;  // counts header bytes then payload bytes
-    transport::Request* req;
-    std::string owned;  // payload owned by the pair (abort reasons)
-  };
-  struct RecvOp {
-    char* buf;
-    size_t bytes;
-    transport::Tag tag;
-    transport::Request* req;
-  };
+  // A send's `done` counts header bytes, then payload bytes; its `kind` is a FrameKind (0: data).
   enum class ReadState { header, payload, abort_reason, discard };
 
-  bool refuse_if_closed(transport::Request* req) const;  // fails req if the connection is over
+  void on_send_posted() override;
+  void on_recv_posted() override;
+  void fail_held(transport::Failure why, const std::string& detail) override;
+  // Sent only between frames; a frame cut off halfway leaves the stream unusable, and the
+  // shutdown in after_abort() is then all the peer sees.
+  void send_abort_notice(const std::string& reason) override;
+  void after_abort() override;
+
   bool pump_write();
   bool pump_read();
   bool start_frame();            // a complete header is in cur_; dispatch it
   bool match_parked();           // a data header waits for a receive
   size_t fill_inbuf();           // returns bytes read (0: EAGAIN or EOF, see eof_)
-  bool fail(transport::Failure why, const std::string& detail);  // fails all, reports to the device
-  void fail_pending(transport::Failure why, const std::string& detail);
   void handle_hangup();
 
-  TcpDevice* dev_;
-  int peer_;
   Fd fd_;
-  std::deque<SendOp> sends_;
-  std::deque<RecvOp> recvs_;
 
   // Reader state.
   std::unique_ptr<char[]> inbuf_;
@@ -91,10 +66,7 @@ class TcpPair final : public transport::Pair {
 
   bool readable_ = true, writable_ = true, hangup_ = false;
   bool eof_ = false;
-  bool bye_received_ = false, closing_ = false, failed_ = false;
   bool in_hangup_ = false;  // handle_hangup() is running: pump_read must not re-enter it
-  bool gone_ = false;       // the peer said goodbye and closed: nothing more to do
-  bool abort_sent_ = false;
   bool out_broken_ = false;  // a send was cut off mid-frame: no frame may follow
 };
 
