@@ -9,7 +9,10 @@
 //
 // "dead-before-connect": the last rank joins and exits at once, before anyone has talked to it;
 // the others run a ring all-reduce and must fail with an error naming it, well within KOLO_TIMEOUT.
+// With the argument "stop" it stops itself (SIGSTOP) instead: its port still accepts connections
+// but nobody answers them, and the others must time out naming it.
 #include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -91,6 +94,10 @@ void scenario_sockets(WorkerContext& ctx) {
 void scenario_dead_before_connect(WorkerContext& ctx) {
   ProcessGroup& g = ctx.join();
   if (g.rank() == g.size() - 1) {
+    if (!ctx.args.empty() && ctx.args[0] == "stop") {
+      ctx.say("stopping before any connection");
+      raise(SIGSTOP);  // the driver kills it once the others are done
+    }
     ctx.say("exiting before any connection");
     _exit(0);  // no goodbye, no shutdown: as a crash right after joining
   }

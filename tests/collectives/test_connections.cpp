@@ -2,8 +2,10 @@
 // all-reduce connects each rank to its 2 neighbours, not 7, and an all-to-all then opens the
 // rest, one connection per pair (counted in each rank's /proc/self/fd); eagerly all 7 are open
 // after joining. Creating a subgroup lazily opens its listening socket and no connection. A rank dead before anyone connected to it is named by every survivor's error,
-// within seconds although KOLO_TIMEOUT is a minute.
+// within seconds although KOLO_TIMEOUT is a minute; a rank stopped before anyone connected to it
+// (its port accepts, nobody answers) makes the survivors time out within KOLO_TIMEOUT, naming it.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <string>
 
@@ -55,6 +57,29 @@ TEST(Connections, RankDeadBeforeAnyConnectIsNamedBySurvivors) {
     EXPECT_NE(error_text(out).find("rank 3"), std::string::npos) << "the error must name the dead rank: " << out.describe();
     EXPECT_LT(out.seconds, 30.0) << "failed by the timeout, not by finding the rank gone: " << out.describe();
   }
+}
+
+TEST(Connections, RankStoppedBeforeAnyConnectTimesOutNamed) {
+  constexpr double kKoloTimeout = 3;
+  LaunchSpec spec = worker_launch("dead-before-connect", 4, std::chrono::seconds(90), "3");
+  spec.args = {"dead-before-connect", "stop"};
+  spec.env["KOLO_TRANSPORT"] = "tcp";
+  spec.env["KOLO_CONNECT"] = "lazy";
+  ProcessWorld world(spec);
+  ASSERT_TRUE(world.wait_for_stdout(3, "stopping before any connection", std::chrono::seconds(30))) << world.wait().describe();
+  world.wait_for_exit({0, 1, 2}, std::chrono::seconds(60));
+  world.send_signal(3, SIGKILL);
+  const WorldOutcome o = world.wait();
+  ASSERT_FALSE(o.deadline_hit) << o.describe();
+  bool someone_timed_out = false;
+  for (int r = 0; r < 3; ++r) {
+    const RankOutcome& out = o.ranks[static_cast<size_t>(r)];
+    EXPECT_FALSE(out.succeeded()) << out.describe();
+    EXPECT_NE(error_text(out).find("rank 3"), std::string::npos) << "the error must name the stopped rank: " << out.describe();
+    EXPECT_LT(out.seconds, kKoloTimeout + 10) << out.describe();
+    someone_timed_out |= error_text(out).find("timed out") != std::string::npos;
+  }
+  EXPECT_TRUE(someone_timed_out) << o.describe();
 }
 
 }  // namespace kolo::coltest

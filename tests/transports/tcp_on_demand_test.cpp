@@ -57,30 +57,6 @@ transport::Bootstrap boot(Store& store, int rank, int size, Sink* sink) {
   return b;
 }
 
-struct World {
-  std::shared_ptr<Store> store = make_hash_store();
-  std::vector<std::unique_ptr<Sink>> sinks;
-  std::vector<std::unique_ptr<transport::Device>> devs;
-  explicit World(int size) {
-    for (int r = 0; r < size; ++r) {
-      sinks.push_back(std::make_unique<Sink>());
-      std::vector<int> peers;
-      for (int p = 0; p < size; ++p)
-        if (p != r) peers.push_back(p);
-      devs.push_back(tcp::TcpDevice::connect(boot(*store, r, size, sinks.back().get()), peers));
-    }
-  }
-  // Polls every device (from this one thread) for `d`: lets answers in flight land.
-  void settle(std::chrono::milliseconds d) {
-    auto until = Clock::now() + d;
-    while (Clock::now() < until) {
-      for (auto& dev : devs)
-        if (dev) dev->poll();
-      std::this_thread::sleep_for(100us);
-    }
-  }
-};
-
 // Sockets this process holds: /proc/self/fd entries that link to "socket:[...]".
 int open_sockets() {
   int n = 0;
@@ -94,6 +70,34 @@ int open_sockets() {
   closedir(d);
   return n;
 }
+
+struct World {
+  std::shared_ptr<Store> store = make_hash_store();
+  std::vector<std::unique_ptr<Sink>> sinks;
+  std::vector<std::unique_ptr<transport::Device>> devs;
+  explicit World(int size) {
+    for (int r = 0; r < size; ++r) {
+      sinks.push_back(std::make_unique<Sink>());
+      std::vector<int> peers;
+      for (int p = 0; p < size; ++p)
+        if (p != r) peers.push_back(p);
+      devs.push_back(tcp::TcpDevice::connect(boot(*store, r, size, sinks.back().get()), peers));
+    }
+  }
+  // Polls every device (from this one thread) for at least `at_least` and until this process
+  // holds `sockets` sockets (or 5 s pass): lets answers in flight land (a dial that lost a race
+  // closes once its answer arrives). Returns the count it ended with.
+  int settle(std::chrono::milliseconds at_least, int sockets) {
+    const auto start = Clock::now();
+    for (;;) {
+      for (auto& dev : devs)
+        if (dev) dev->poll();
+      const auto now = Clock::now();
+      if (now >= start + at_least && (open_sockets() == sockets || now >= start + 5s)) return open_sockets();
+      std::this_thread::sleep_for(100us);
+    }
+  }
+};
 
 // Every rank of `w` sends one int to each peer in `to[rank]` and receives one from each rank
 // that sends to it, all at once (a thread per rank, released together), and checks the values.
@@ -153,16 +157,16 @@ TEST(TcpOnDemand, OpensOnlyTheConnectionsItUses) {
   std::vector<std::vector<int>> ring(n);
   for (int r = 0; r < n; ++r) ring[static_cast<size_t>(r)] = {(r + 1) % n};
   talk(w, ring);
-  w.settle(300ms);  // past the receive-side dial delay: a receive must not have dialled anyone
-  EXPECT_EQ(open_sockets(), base + n + 2 * n) << "a ring should connect each rank to its 2 neighbours only";
+  // Past the receive-side dial delay: a receive must not have dialled anyone more.
+  EXPECT_EQ(w.settle(300ms, base + n + 2 * n), base + n + 2 * n) << "a ring should connect each rank to its 2 neighbours only";
 
   std::vector<std::vector<int>> all(n);
   for (int r = 0; r < n; ++r)
     for (int p = 0; p < n; ++p)
       if (p != r) all[static_cast<size_t>(r)].push_back(p);
   talk(w, all);
-  w.settle(300ms);  // dialls that lost a race hear so and close
-  EXPECT_EQ(open_sockets(), base + n + n * (n - 1)) << "after everyone talked: one connection per pair";
+  // Dials that lost a race hear so and close.
+  EXPECT_EQ(w.settle(300ms, base + n + n * (n - 1)), base + n + n * (n - 1)) << "after everyone talked: one connection per pair";
 }
 
 // Two ranks sending to each other at the same instant, many times over: whichever way each race
@@ -172,8 +176,7 @@ TEST(TcpOnDemand, BothSidesDiallingAtOnceEndWithOneConnection) {
   for (int round = 0; round < 40; ++round) {
     World w(2);
     talk(w, {{1}, {0}});
-    w.settle(30ms);
-    ASSERT_EQ(open_sockets(), base + 2 + 2) << "round " << round << ": 2 listeners and one connection expected";
+    ASSERT_EQ(w.settle(0ms, base + 2 + 2), base + 2 + 2) << "round " << round << ": 2 listeners and one connection expected";
   }
 }
 
