@@ -48,10 +48,10 @@ void PairBase::complete_first_recv() {
 
 void PairBase::fail_pending(Failure why, const std::string& detail) {
   fail_held(why, detail);
-  for (auto& op : sends_)
-    if (op.req && op.req->state == Request::State::pending) op.req->fail(why, detail);
-  for (auto& op : recvs_)
-    if (op.req->state == Request::State::pending) op.req->fail(why, detail);
+  for (size_t i = 0; i < sends_.size(); ++i)
+    if (Request* r = sends_[i].req; r && r->state == Request::State::pending) r->fail(why, detail);
+  for (size_t i = 0; i < recvs_.size(); ++i)
+    if (Request* r = recvs_[i].req; r->state == Request::State::pending) r->fail(why, detail);
   sends_.clear();
   recvs_.clear();
 }

@@ -12,9 +12,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 
+#include "common/ring_queue.hpp"
 #include "transports/transport.hpp"
 
 namespace kolo::transport {
@@ -83,8 +83,8 @@ class PairBase : public Pair {
   void fail_pending(Failure why, const std::string& detail);
   std::string who() const { return "rank " + std::to_string(peer_); }
 
-  std::deque<SendOp> sends_;
-  std::deque<RecvOp> recvs_;
+  RingQueue<SendOp> sends_;  // not std::deque: no allocation per post (common/ring_queue.hpp)
+  RingQueue<RecvOp> recvs_;
   bool failed_ = false;
   bool closing_ = false;
   bool bye_received_ = false;

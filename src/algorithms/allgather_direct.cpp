@@ -1,8 +1,8 @@
 // All-gather "direct": every rank sends its block to every other rank at once (one round of
 // messages; latency-optimal for small blocks and few ranks).
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -14,7 +14,7 @@ void run(Comm& comm) {
   const size_t es = a.elem_size(), n = a.count, bytes = n * es;
   char* recv = static_cast<char*>(a.recv);
   auto block = [&](int b) { return byte_at(recv, static_cast<size_t>(b) * n, es); };
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
   reqs.reserve(2 * static_cast<size_t>(P));
   // Start with the next rank so that not everybody talks to rank 0 first.
   for (int i = 1; i < P; ++i) {

@@ -2,9 +2,9 @@
 // r-1, straight into its place in recv (bandwidth-optimal). Blocks move in chunks of
 // chunk_bytes(), all chunks of a step in flight together.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -20,7 +20,7 @@ void run(Comm& comm) {
   if (P == 1 || n == 0) return;
   const size_t per_chunk = chunk_elems(comm), nchunks = num_chunks(n, per_chunk);
   const int next = (r + 1) % P, prev = ring_mod(r - 1, P);
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
   reqs.reserve(2 * nchunks);
   for (int s = 0; s < P - 1; ++s) {
     char* out = block(ring_mod(r - s, P));

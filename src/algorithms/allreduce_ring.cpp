@@ -8,9 +8,9 @@
 // Segments move in chunks of chunk_bytes(); incoming chunks land in two scratch buffers used
 // alternately, so the receive of chunk k+1 is in flight while chunk k is reduced.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -31,7 +31,7 @@ struct Ring {
 void reduce_step(Ring& ring, const char* out_base, Span out, Span in, char* incoming[2], bool finalize) {
   Comm& comm = ring.comm;
   const size_t n_out = num_chunks(out.count, ring.per_chunk), n_in = num_chunks(in.count, ring.per_chunk);
-  std::vector<Req> sends;
+  TempList<Req> sends(comm);
   sends.reserve(n_out);
   Req pending[2];
   auto post_recv = [&](size_t j) {
@@ -60,7 +60,7 @@ void reduce_step(Ring& ring, const char* out_base, Span out, Span in, char* inco
 void gather_step(Ring& ring, Span out, Span in) {
   Comm& comm = ring.comm;
   const size_t n_out = num_chunks(out.count, ring.per_chunk), n_in = num_chunks(in.count, ring.per_chunk);
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
   reqs.reserve(n_out + n_in);
   for (size_t j = 0; j < std::max(n_out, n_in); ++j) {
     if (j < n_in) {

@@ -20,9 +20,9 @@
 // Every element is reduced on the way up along one fixed path and finalized once at its root,
 // so all ranks end with bit-identical results.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
@@ -37,8 +37,8 @@ struct TreeRole {
   size_t nchunks = 0;
   char* from_child[2] = {nullptr, nullptr};  // one chunk of scratch per child
   Req up_recv[2];
-  std::vector<Req> up_sends;    // by chunk; waited before the chunk's memory receives the result
-  std::vector<Req> down_recvs;  // by chunk
+  std::span<Req> up_sends;    // by chunk; waited before the chunk's memory receives the result
+  std::span<Req> down_recvs;  // by chunk
   bool is_root() const { return node.parent < 0; }
 };
 
@@ -64,8 +64,8 @@ void run(Comm& comm) {
     tr.half = t == 0 ? Span{0, first_half} : Span{first_half, a.count - first_half};
     tr.nchunks = num_chunks(tr.half.count, per_chunk);
     for (int k = 0; k < 2; ++k) tr.from_child[k] = scratch + static_cast<size_t>(2 * t + k) * per_chunk * es;
-    tr.up_sends.resize(tr.nchunks);
-    tr.down_recvs.resize(tr.nchunks);
+    tr.up_sends = temp_array<Req>(comm, tr.nchunks);
+    tr.down_recvs = temp_array<Req>(comm, tr.nchunks);
     if (tr.nchunks > 0)
       iterations = std::max(iterations, tr.nchunks + (static_cast<size_t>(tr.node.depth) + 1) * kDownLag);
   }
@@ -78,7 +78,7 @@ void run(Comm& comm) {
     return x < tr.nchunks;
   };
 
-  std::vector<Req> down_sends;
+  TempList<Req> down_sends(comm);
   for (size_t c = 0; c < iterations; ++c) {
     // A. Receives of chunk c from the children.
     for (TreeRole& tr : roles) {

@@ -7,9 +7,9 @@
 //
 // Every rank reduces its slice in the same rank order and sends the same bytes to everyone, so
 // all ranks end with bit-identical results.
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/rank_order_reduce.hpp"
 
@@ -32,8 +32,8 @@ void run(Comm& comm) {
 
   // 1. Reduce-scatter: block `to` of my input goes to rank `to`; my slice comes from everyone.
   char* arrived = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * mine_bytes, 0));
-  std::vector<const void*> blocks(static_cast<size_t>(P));
-  std::vector<Req> arrivals(static_cast<size_t>(P));
+  TempList<const void*> blocks(comm, static_cast<size_t>(P));
+  TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 1; i < P; ++i) {
     const int from = (r + i) % P;
     char* dst = arrived + static_cast<size_t>(from) * mine_bytes;
@@ -41,7 +41,7 @@ void run(Comm& comm) {
     arrivals[static_cast<size_t>(from)] = comm.irecv(from, dst, mine_bytes);
   }
   blocks[static_cast<size_t>(r)] = byte_at(send, mine.offset, es);
-  std::vector<Req> sends;
+  TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
     const int to = (r + i) % P;
     const Span b = block_of(a.count, P, to);
@@ -57,7 +57,7 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 
   // 2. All-gather: my finished slice to everyone; theirs straight into place.
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
   for (int i = 1; i < P; ++i) {
     const int from = (r + P - i) % P;
     const Span b = block_of(a.count, P, from);

@@ -3,9 +3,9 @@
 // chunks are already on their way to it, so for many chunks the time approaches that of one
 // transfer of the buffer whatever the number of ranks (bandwidth-optimal for large buffers).
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -26,7 +26,7 @@ void run(Comm& comm) {
   const int prev = pos > 0 ? ring_mod(r - 1, P) : -1, next = pos < P - 1 ? (r + 1) % P : -1;
   const size_t per_chunk = chunk_elems(comm), nchunks = num_chunks(n, per_chunk);
   const Span all{0, n};
-  std::vector<Req> recvs(nchunks), sends;
+  TempList<Req> recvs(comm, nchunks), sends(comm);
   sends.reserve(next >= 0 ? nchunks : 0);
   size_t posted = 0;
   for (size_t j = 0; j < nchunks; ++j) {

@@ -2,9 +2,9 @@
 // buffer moves in chunks of chunk_bytes(): an inner node forwards chunk k to its children
 // while chunk k+1 is already arriving, so the levels work on different chunks at once.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
@@ -25,7 +25,7 @@ void run(Comm& comm) {
   const BinomialNode node = binomial_node(P, root, r);
   const size_t per_chunk = chunk_elems(comm), nchunks = num_chunks(n, per_chunk);
   const Span all{0, n};
-  std::vector<Req> recvs(nchunks), sends;
+  TempList<Req> recvs(comm, nchunks), sends(comm);
   sends.reserve(nchunks * node.children_rel.size());
   size_t posted = 0;
   for (size_t j = 0; j < nchunks; ++j) {

@@ -52,6 +52,10 @@ class Comm {
   // Scratch memory owned by the group, valid until the collective returns; 64-byte aligned.
   // Calls with different `slot` numbers return non-overlapping memory.
   virtual void* scratch(size_t bytes, int slot = 0) = 0;
+  // Memory for the collective's own bookkeeping (request lists, block pointers: see
+  // temp_list.hpp), uninitialised, 16-byte aligned, valid until the collective returns. It costs
+  // no heap allocation once the group has run its largest collective.
+  virtual void* temp(size_t bytes) = 0;
   // Pipelining granularity for large messages (KOLO_CHUNK_BYTES).
   virtual size_t chunk_bytes() const = 0;
 };

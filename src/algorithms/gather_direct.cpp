@@ -1,8 +1,8 @@
 // Gather "direct": every rank sends its block straight to the root, which receives each into
 // its place in recv (one round; the root takes P-1 messages).
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -17,7 +17,7 @@ void run(Comm& comm) {
     return;
   }
   char* recv = static_cast<char*>(a.recv);
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
   for (int i = 1; i < P; ++i) {
     const int from = (r + i) % P;
     reqs.push_back(comm.irecv(from, recv + static_cast<size_t>(from) * block_bytes, block_bytes));

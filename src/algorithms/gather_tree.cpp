@@ -3,9 +3,9 @@
 // in scratch and forwards them to its parent in one message: ceil(log2 P) rounds instead of
 // P-1 messages at the root. Only the root touches recv (other ranks may have none).
 #include <cstring>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
@@ -20,7 +20,7 @@ void run(Comm& comm) {
   if (r == root) copy_unless_same(recv + static_cast<size_t>(r) * block_bytes, a.send, block_bytes);
   if (P == 1 || block_bytes == 0) return;
   const BinomialNode node = binomial_node(P, root, r);
-  std::vector<Req> reqs;
+  TempList<Req> reqs(comm);
 
   if (r == root) {
     // A child's relative range maps to consecutive ranks unless it runs past rank P-1; at

@@ -7,7 +7,7 @@
 
 namespace kolo::algo {
 
-void reduce_in_rank_order(Comm& comm, void* dst, std::vector<const void*> blocks, std::span<Req> arrivals,
+void reduce_in_rank_order(Comm& comm, void* dst, std::span<const void*> blocks, std::span<Req> arrivals,
                           size_t count, void* spare) {
   const size_t n = blocks.size();
   if (n == 0 || arrivals.size() != n) throw std::logic_error("kolo: reduce_in_rank_order needs one arrival per block");

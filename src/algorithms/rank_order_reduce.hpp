@@ -14,7 +14,7 @@ namespace kolo::algo {
 // already there). dst may be the very memory of one block (in-place); when the running result
 // would overwrite that block before its turn, the block is first saved in `spare` (count
 // elements of scratch).
-void reduce_in_rank_order(Comm& comm, void* dst, std::vector<const void*> blocks, std::span<Req> arrivals,
+void reduce_in_rank_order(Comm& comm, void* dst, std::span<const void*> blocks, std::span<Req> arrivals,
                           size_t count, void* spare);
 
 }  // namespace kolo::algo

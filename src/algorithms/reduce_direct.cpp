@@ -1,9 +1,9 @@
 // Reduce "direct": every rank sends its input to the root, which reduces the P inputs in rank
 // order (deterministic whatever the arrival order). One round of messages: latency-optimal
 // for small inputs.
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/rank_order_reduce.hpp"
 
@@ -20,8 +20,8 @@ void run(Comm& comm) {
   }
   // Slot 0: one input from each peer; slot 1: room to save the in-place input.
   char* arrived = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * bytes, 0));
-  std::vector<const void*> blocks(static_cast<size_t>(P));
-  std::vector<Req> arrivals(static_cast<size_t>(P));
+  TempList<const void*> blocks(comm, static_cast<size_t>(P));
+  TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 0; i < P; ++i) {
     if (i == r) continue;
     char* dst = byte_at(arrived, static_cast<size_t>(i) * n, es);

@@ -1,9 +1,9 @@
 // Reduce-scatter "direct": every rank sends block i of its input straight to rank i, and each
 // rank reduces the P blocks it gets in rank order (deterministic whatever the arrival order).
 // One round of messages: latency-optimal for small blocks.
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/rank_order_reduce.hpp"
 
@@ -18,8 +18,8 @@ void run(Comm& comm) {
   auto block = [&](int b) { return byte_at(send, static_cast<size_t>(b) * n, es); };
   // Slot 0: one block from each peer; slot 1: room to save the in-place input block.
   char* arrived = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * bytes, 0));
-  std::vector<const void*> blocks(static_cast<size_t>(P));
-  std::vector<Req> arrivals(static_cast<size_t>(P));
+  TempList<const void*> blocks(comm, static_cast<size_t>(P));
+  TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 1; i < P; ++i) {
     const int from = (r + i) % P;
     char* dst = byte_at(arrived, static_cast<size_t>(from) * n, es);
@@ -27,7 +27,7 @@ void run(Comm& comm) {
     arrivals[static_cast<size_t>(from)] = comm.irecv(from, dst, bytes);
   }
   blocks[static_cast<size_t>(r)] = block(r);
-  std::vector<Req> sends;
+  TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
     const int to = (r + i) % P;
     sends.push_back(comm.isend(to, block(to), bytes));

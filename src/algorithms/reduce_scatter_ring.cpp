@@ -8,9 +8,9 @@
 // chunk_bytes(); incoming chunks land in two scratch buffers used alternately, so the receive
 // of chunk k+1 is in flight while chunk k is reduced.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -42,7 +42,7 @@ void run(Comm& comm) {
     const char* out = s == 0 ? block(ring_mod(r - 1, P)) : partial[(s - 1) % 2];
     const char* own = block(ring_mod(r - s - 2, P));  // this rank's input for the arriving block
     char* result = last ? recv : partial[s % 2];
-    std::vector<Req> sends;
+    TempList<Req> sends(comm);
     sends.reserve(nchunks);
     Req pending[2];
     auto post_recv = [&](size_t j) {

@@ -6,9 +6,9 @@
 // The combination order at each node is fixed (own input, then children in a fixed order),
 // so the result does not depend on timing.
 #include <algorithm>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
@@ -39,7 +39,7 @@ void run(Comm& comm) {
   char* from_children = nchildren > 0 ? static_cast<char*>(comm.scratch(kWindow * nchildren * chunk_bytes, 0)) : nullptr;
   char* partials = nchildren > 0 && !is_root ? static_cast<char*>(comm.scratch(kWindow * chunk_bytes, 1)) : nullptr;
   auto child_buf = [&](size_t j, size_t k) { return from_children + ((j % kWindow) * nchildren + k) * chunk_bytes; };
-  std::vector<Req> recvs(nchunks * nchildren), sends(nchunks);
+  TempList<Req> recvs(comm, nchunks * nchildren), sends(comm, nchunks);
   size_t posted = 0;
   for (size_t j = 0; j < nchunks; ++j) {
     const Span c = chunk_of(all, per_chunk, j);

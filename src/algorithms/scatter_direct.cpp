@@ -1,8 +1,8 @@
 // Scatter "direct": the root sends block i straight to rank i (one round; the root sends P-1
 // messages).
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 
 namespace kolo::algo {
@@ -17,7 +17,7 @@ void run(Comm& comm) {
     return;
   }
   const char* send = static_cast<const char*>(a.send);
-  std::vector<Req> sends;
+  TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
     const int to = (r + i) % P;
     sends.push_back(comm.isend(to, send + static_cast<size_t>(to) * block_bytes, block_bytes));

@@ -3,9 +3,9 @@
 // nodes keep their own block and pass the rest on: ceil(log2 P) rounds instead of P-1
 // messages from the root. Only the root reads send (other ranks may have none).
 #include <cstring>
-#include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
@@ -20,7 +20,7 @@ void run(Comm& comm) {
   if (r == root) copy_unless_same(a.recv, send + static_cast<size_t>(r) * block_bytes, block_bytes);
   if (P == 1 || block_bytes == 0) return;
   const BinomialNode node = binomial_node(P, root, r);
-  std::vector<Req> sends;
+  TempList<Req> sends(comm);
 
   if (r == root) {
     // A child's relative range maps to consecutive ranks unless it runs past rank P-1; at

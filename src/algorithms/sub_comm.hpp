@@ -32,6 +32,7 @@ class SubComm final : public Comm {
     if (finalizes_) parent_.finalize(data, count);
   }
   void* scratch(size_t bytes, int slot) override { return parent_.scratch(bytes, slot_base_ + slot); }
+  void* temp(size_t bytes) override { return parent_.temp(bytes); }
   size_t chunk_bytes() const override { return parent_.chunk_bytes(); }
 
  private:

@@ -1,9 +1,22 @@
 // The trees the tree algorithms run on. Every rank computes its own place from (size, rank)
 // alone, and all ranks agree because the construction is deterministic.
 #pragma once
-#include <vector>
+#include <cstddef>
 
 namespace kolo::algo {
+
+// A binomial node's children: at most one per bit of a rank, so 31 for any int group size. A
+// fixed array: nodes are computed on every call of a tree algorithm and must not allocate.
+struct ChildList {
+  int v[31];
+  int n = 0;
+  void push_back(int x) { v[n++] = x; }
+  size_t size() const { return static_cast<size_t>(n); }
+  bool empty() const { return n == 0; }
+  int operator[](size_t i) const { return v[i]; }
+  const int* begin() const { return v; }
+  const int* end() const { return v + n; }
+};
 
 // Binomial tree rooted at `root`, over relative ranks rel = (rank - root) mod size. The subtree
 // of relative rank v holds the relative ranks [v, v + subtree), so a subtree's blocks are
@@ -11,7 +24,7 @@ namespace kolo::algo {
 struct BinomialNode {
   int rel = 0;
   int parent = -1;                // actual rank; -1 at the root
-  std::vector<int> children_rel;  // relative ranks, biggest subtree first
+  ChildList children_rel;         // relative ranks, biggest subtree first
   int subtree = 1;                // ranks in this node's subtree, itself included
 };
 BinomialNode binomial_node(int size, int root, int rank);

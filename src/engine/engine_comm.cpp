@@ -13,11 +13,13 @@ using transport::Failure;
 using transport::Request;
 using Clock = std::chrono::steady_clock;
 
-EngineComm::EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args,
-                       const Stamp& stamp, Clock::time_point deadline, std::chrono::milliseconds timeout,
-                       size_t chunk_bytes, std::chrono::microseconds spin)
+EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group,
+                       const algo::CollArgs& args, const Stamp& stamp, Clock::time_point deadline,
+                       std::chrono::milliseconds timeout, size_t chunk_bytes, std::chrono::microseconds spin)
     : ctx_(ctx),
       scratch_(scratch),
+      reqs_(reqs),
+      temp_(temp),
       group_(group),
       args_(args),
       stamp_(stamp),
@@ -25,7 +27,10 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, c
       deadline_(deadline),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
-      spin_(spin) {}
+      spin_(spin) {
+  reqs_.reset();  // the last collective's requests are done, or were failed by its abort
+  temp_.reset();
+}
 
 std::string EngineComm::where() const {
   return std::string(algo::coll_name(args_.kind)) + " #" + std::to_string(stamp_.seq) + " on rank " +
@@ -40,16 +45,14 @@ void EngineComm::check_peer(int peer) const {
 algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
   check_peer(peer);
   if (ctx_.has_failure()) raise_group_failure();
-  reqs_.emplace_back();
-  ctx_.pair(peer).post_send(buf, bytes, tag_, &reqs_.back());
+  ctx_.pair(peer).post_send(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
 algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
   check_peer(peer);
   if (ctx_.has_failure()) raise_group_failure();
-  reqs_.emplace_back();
-  ctx_.pair(peer).post_recv(buf, bytes, tag_, &reqs_.back());
+  ctx_.pair(peer).post_recv(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
@@ -171,9 +174,11 @@ void EngineComm::raise_group_failure() {
   PeerFailure f = ctx_.failure();
   if (f.why == Failure::tag_mismatch || f.why == Failure::size_mismatch) {
     // Find the request that saw it to report both sides.
-    for (const auto& r : reqs_)
+    for (size_t i = 0; i < reqs_.size(); ++i) {
+      const Request& r = reqs_[i];
       if (r.state == Request::State::failed && (r.failure == Failure::tag_mismatch || r.failure == Failure::size_mismatch))
         raise(r);
+    }
   }
   raise_failure(where(), f);
 }

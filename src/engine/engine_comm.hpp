@@ -4,10 +4,11 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <string>
 
 #include "algorithms/comm.hpp"
+#include "common/bump_arena.hpp"
+#include "engine/request_arena.hpp"
 #include "engine/context.hpp"
 #include "engine/scratch.hpp"
 #include "engine/tags.hpp"
@@ -23,9 +24,11 @@ struct GroupInfo {
 
 class EngineComm final : public algo::Comm {
  public:
-  EngineComm(Context& ctx, Scratch& scratch, const GroupInfo& group, const algo::CollArgs& args, const Stamp& stamp,
-             std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout, size_t chunk_bytes,
-             std::chrono::microseconds spin);
+  // `reqs` is reset: the previous collective's requests must be finished (done, or failed by
+  // the abort that followed its failure).
+  EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group, const algo::CollArgs& args,
+             const Stamp& stamp, std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+             size_t chunk_bytes, std::chrono::microseconds spin);
 
   int rank() const override { return group_.rank; }
   int size() const override { return group_.size; }
@@ -39,6 +42,7 @@ class EngineComm final : public algo::Comm {
   void reduce(void* dst, const void* a, const void* b, size_t count) override;
   void finalize(void* data, size_t count) override;
   void* scratch(size_t bytes, int slot) override;
+  void* temp(size_t bytes) override { return temp_.take(bytes); }
   size_t chunk_bytes() const override { return chunk_bytes_; }
 
   // "allreduce #7 on rank 1 of 4 (group default)"
@@ -62,7 +66,8 @@ class EngineComm final : public algo::Comm {
   std::chrono::milliseconds timeout_;
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
-  std::deque<transport::Request> reqs_;  // deque: stable addresses while the transport holds them
+  RequestArena& reqs_;
+  BumpArena& temp_;     // the algorithm's bookkeeping; reset per collective  // stable addresses while the transport holds them; reused per collective
   std::atomic<int>* waiting_slot_ = nullptr;
 };
 

@@ -65,7 +65,7 @@ void Executor::submit(Task t) {
                  predict_inline_.load(std::memory_order_relaxed);
     // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
     if (!queue_.empty() && queue_.front().deferred && t.submitted >= queue_.front().submitted + inline_window_) {
-      for (Task& q : queue_) q.deferred = false;
+      for (size_t i = 0; i < queue_.size(); ++i) queue_[i].deferred = false;
       t.deferred = false;
     }
     notify = !t.deferred;
@@ -106,7 +106,6 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   predict_inline_.store(true, std::memory_order_relaxed);
   std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
-  std::vector<Task> batch;
   {
     std::lock_guard<std::mutex> lk(mu_);
     const size_t k = find_queued(w);
@@ -122,13 +121,14 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
       return false;
     }
     for (size_t i = 0; i <= k; ++i) {
-      batch.push_back(std::move(queue_.front()));
+      inline_batch_.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
     queued_.fetch_sub(static_cast<int>(k + 1), std::memory_order_release);
   }
   RunningOperations mark;
-  for (Task& t : batch) run_task(t);
+  for (Task& t : inline_batch_) run_task(t);
+  inline_batch_.clear();  // keeps its capacity: the next inline run allocates nothing
   check_pending();
   return true;
 }
@@ -355,7 +355,7 @@ void Executor::loop() {
 
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
-  EngineComm comm(*ctx_, scratch_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
   const char* transport = group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self";
   fr_->started(t.fr, start, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
@@ -409,6 +409,7 @@ void Executor::post_point_to_point(Task& t) {
 }
 
 void Executor::check_pending() {
+  if (pending_.empty()) return;  // the usual case after a collective: no clock read
   auto now = Clock::now();
   for (auto it = pending_.begin(); it != pending_.end();) {
     Request& r = *it->req;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "algorithms/algorithm.hpp"
+#include "common/ring_queue.hpp"
 #include "engine/context.hpp"
 #include "engine/engine_comm.hpp"
 #include "engine/flight_recorder.hpp"
@@ -92,6 +93,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   GroupInfo group_;
   std::chrono::milliseconds close_timeout_;
   Scratch scratch_;
+  RequestArena coll_reqs_;           // the running collective's requests (run_mu_)
+  BumpArena coll_temp_;              // its algorithm's bookkeeping (Comm::temp; run_mu_)
+  std::vector<Task> inline_batch_;   // what run_inline() took from the queue (run_mu_)
   std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
@@ -103,7 +107,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::mutex run_mu_;  // held by whichever thread runs operations or polls the transports
   std::mutex mu_;      // the queue; taken after run_mu_ when both are needed
   std::condition_variable cv_;
-  std::deque<Task> queue_;
+  RingQueue<Task> queue_;
   uint64_t wake_gen_ = 0;
   uint64_t next_ticket_ = 0;  // under mu_  // bumped (under mu_) whenever the engine thread must look again
   bool closing_ = false;

@@ -41,6 +41,8 @@ struct ProcessGroup::Impl {
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
 
   std::mutex mu;  // issue order
+  // Works' memory, recycled: taken under `mu` only (the pool's one consumer).
+  std::shared_ptr<engine::WorkPool> works = std::make_shared<engine::WorkPool>();
   uint64_t coll_seq = 0;
   std::vector<uint64_t> send_seq, recv_seq;
   int split_count = 0;
@@ -141,7 +143,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.algo_index = static_cast<uint8_t>(std::find(all.begin(), all.end(), t.algorithm) - all.begin());
   }
   t.args = std::move(args);
-  t.work = engine::WorkAccess::make(algo::coll_name(t.args.kind), s.seq);
+  t.work = engine::WorkAccess::make(works, algo::coll_name(t.args.kind), s.seq);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));

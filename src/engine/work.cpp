@@ -15,6 +15,12 @@ void Work::wait(std::chrono::milliseconds timeout) {
   // Small collectives finish within microseconds: check a few times, yielding the core, before
   // paying for a sleep and a wake-up.
   for (int i = 0; i < 64 && !released_flag_.load(std::memory_order_acquire); ++i) std::this_thread::yield();
+  if (released_flag_.load(std::memory_order_acquire)) {
+    // Released (the usual case once run inline): error_ was written before the flag's release
+    // store, so no lock is needed to read it.
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout < std::chrono::milliseconds::zero()) {
     cv_.wait(lk, [&] { return released_; });

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 
+#include "engine/work_pool.hpp"
 #include "kolo/work.hpp"
 
 namespace kolo::engine {
@@ -25,6 +26,10 @@ class WorkRunner {
 struct WorkAccess {
   // `op_name` must outlive the Work (a string literal or a static name).
   static WorkPtr make(const char* op_name, uint64_t seq) { return std::make_shared<Work>(Work::Token{}, op_name, seq); }
+  // The same, from `pool` (one consumer at a time: the group's issue lock).
+  static WorkPtr make(const std::shared_ptr<WorkPool>& pool, const char* op_name, uint64_t seq) {
+    return std::allocate_shared<Work>(WorkPoolAllocator<Work>(pool), Work::Token{}, op_name, seq);
+  }
   static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
   // `ticket` lets the runner find the operation in its queue without searching it.
   static void set_runner(Work& w, std::weak_ptr<WorkRunner> runner, uint64_t ticket) {

@@ -300,8 +300,8 @@ bool IbPair::on_completion(const ibv_wc& wc) {
 }
 
 void IbPair::fail_held(Failure why, const std::string& detail) {
-  for (auto& op : inflight_)
-    if (op.req->state == Request::State::pending) op.req->fail(why, detail);
+  for (size_t i = 0; i < inflight_.size(); ++i)
+    if (Request* r = inflight_[i].req; r->state == Request::State::pending) r->fail(why, detail);
   inflight_.clear();
 }
 

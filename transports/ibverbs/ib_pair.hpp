@@ -1,7 +1,6 @@
 // One peer over one reliable-connected (RC) queue pair: the ring protocol of ib_wire.hpp.
 // Driven by IbDevice::poll(), which hands it the work completions of its QP.
 #pragma once
-#include <deque>
 #include <string>
 
 #include "transports/ibverbs/ib_port.hpp"
@@ -69,7 +68,7 @@ class IbPair final : public transport::PairBase {
   uint64_t remote_ring_ = 0;
   uint32_t remote_rkey_ = 0;
 
-  std::deque<InflightSend> inflight_;
+  RingQueue<InflightSend> inflight_;
   uint64_t sent_ = 0;         // slots written (posted)
   uint64_t writes_done_ = 0;  // slots whose write completed: staging slot free again
   uint64_t credits_ = 0;      // slots the peer has freed in its ring

@@ -383,8 +383,8 @@ void ShmPair::on_fail() {
 }
 
 void ShmPair::fail_held(Failure why, const std::string& detail) {
-  for (auto& d : described_)
-    if (d.req->state == Request::State::pending) d.req->fail(why, detail);
+  for (size_t i = 0; i < described_.size(); ++i)
+    if (Request* r = described_[i].req; r->state == Request::State::pending) r->fail(why, detail);
   described_.clear();
   in_state_ = In::idle;
 }

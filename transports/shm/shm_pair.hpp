@@ -11,7 +11,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <string>
 
 #include "transports/pair_base.hpp"
@@ -95,7 +94,7 @@ class ShmPair final : public transport::PairBase {
   size_t cma_min_;
 
   // Sender side.
-  std::deque<DescribedSend> described_;
+  RingQueue<DescribedSend> described_;
   uint64_t next_out_ = 0;    // next slot use to fill
   uint64_t tail_seen_ = 0;   // last value read from out_.ctl->tail
   uint64_t described_count_ = 0;

@@ -1,0 +1,50 @@
+// A FIFO over one growing array, for queues on the path of every collective (the executor's
+// issued operations, a pair's posted sends and receives). std::deque allocates a block whenever
+// the back crosses into a new one and frees it when the front leaves it, so a queue holding one
+// or two entries at a time paid an allocation every few calls; this one allocates only when it
+// holds more than ever before.
+#pragma once
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace kolo {
+
+template <class T>
+class RingQueue {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  T& front() { return slots_[head_]; }
+  const T& front() const { return slots_[head_]; }
+  T& operator[](size_t i) { return slots_[(head_ + i) % slots_.size()]; }
+  const T& operator[](size_t i) const { return slots_[(head_ + i) % slots_.size()]; }
+
+  void push_back(T&& v) {
+    if (size_ == slots_.size()) grow();
+    slots_[(head_ + size_) % slots_.size()] = std::move(v);
+    ++size_;
+  }
+  void clear() {
+    while (size_ > 0) pop_front();
+  }
+  // Leaves a moved-from T behind (its members' capacity is reused by the next push).
+  void pop_front() {
+    slots_[head_] = T{};
+    head_ = (head_ + 1) % slots_.size();
+    --size_;
+  }
+
+ private:
+  void grow() {
+    std::vector<T> bigger(slots_.empty() ? 8 : 2 * slots_.size());
+    for (size_t i = 0; i < size_; ++i) bigger[i] = std::move((*this)[i]);
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  std::vector<T> slots_;
+  size_t head_ = 0, size_ = 0;
+};
+
+}  // namespace kolo

@@ -1,0 +1,42 @@
+// The transport requests of one collective, reused from one collective to the next: a
+// collective posts a handful of sends and receives, and allocating each (or a std::deque's map
+// and first block, as EngineComm once did) cost two heap allocations per call. Transports hold
+// pointers to pending requests, so requests never move: they live in fixed blocks that are
+// kept for the group's lifetime.
+//
+// reset() starts the next collective. It is safe once no request of the last one is pending in a
+// transport: after success all are done, and after a failure the context has aborted, which
+// fails and forgets every pending request.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "transports/transport.hpp"
+
+namespace kolo::engine {
+
+class RequestArena {
+ public:
+  // A request for the next post (its string keeps its capacity: failing it later allocates
+  // only if the text outgrows what an earlier failure left).
+  transport::Request& next() {
+    const size_t block = used_ / kBlock, slot = used_ % kBlock;
+    if (block == blocks_.size()) blocks_.push_back(std::make_unique<transport::Request[]>(kBlock));
+    ++used_;
+    transport::Request& r = blocks_[block][slot];
+    r.state = transport::Request::State::idle;
+    return r;
+  }
+  transport::Request& operator[](size_t i) { return blocks_[i / kBlock][i % kBlock]; }
+  const transport::Request& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
+  size_t size() const { return used_; }
+  void reset() { used_ = 0; }
+
+ private:
+  static constexpr size_t kBlock = 64;  // a ring step posts two; a 1,024-rank direct gather 2,046
+  std::vector<std::unique_ptr<transport::Request[]>> blocks_;
+  size_t used_ = 0;
+};
+
+}  // namespace kolo::engine
