@@ -42,7 +42,8 @@ for t in "${targets[@]}"; do
   case "$t" in
     hello) build hello "${tcp[@]}" ;;
     tcp_frames) build tcp_frames "${tcp[@]}" "${engine[@]}" transports/tcp/tcp_device.cpp transports/tcp/tcp_pair.cpp \
-                  transports/tcp/hello_inbox.cpp ;;
+                  transports/tcp/hello_inbox.cpp transports/tcp/on_demand.cpp transports/tcp/dial.cpp \
+                  transports/tcp/pending_pair.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp ;;
     store) build store src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;

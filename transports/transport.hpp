@@ -99,6 +99,11 @@ struct Bootstrap {
   std::string listen_addr;   // address to listen on / publish ("127.0.0.1" on one host)
   std::vector<std::string> host_ids;  // per rank: equal ids share a host
   FailureSink* failures = nullptr;
+  // KOLO_CONNECT=lazy: connect() only prepares (listens, publishes its address) and each pair
+  // connects on its first post_send/post_recv; the store must then outlive the device, which
+  // looks peers up in it later. A transport for which connecting later makes no sense (shm:
+  // its segments are made per process at setup) ignores it and connects at once.
+  bool connect_lazily = false;
 };
 
 class Device {
@@ -125,7 +130,9 @@ struct TransportInfo {
   int priority;  // the highest-priority transport that reaches a peer carries its messages
   // Whether this transport can carry messages between bootstrap.rank and `peer`.
   bool (*reaches)(const Bootstrap& b, int peer);
-  // Connects this rank to `peers` (every one of them calls it with this rank among its peers).
+  // Connects this rank to `peers` (every one of them calls it with this rank among its peers),
+  // or, with Bootstrap::connect_lazily, makes them reachable: pair(peer) then returns a pair whose
+  // first post opens the connection.
   std::unique_ptr<Device> (*connect)(const Bootstrap& b, const std::vector<int>& peers);
 };
 

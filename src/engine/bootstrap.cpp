@@ -84,6 +84,9 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   b.host_ids = out.host_ids;
   b.failures = out.ctx.get();
   b.listen_addr = listen_address(one_host);
+  const std::string mode = config::get_string("KOLO_CONNECT");
+  if (mode != "eager" && mode != "lazy") throw InvalidArgument("KOLO_CONNECT='" + mode + "': expected eager or lazy");
+  b.connect_lazily = mode == "lazy";
 
   // Pick a transport per peer: the forced one, else the highest-priority one that reaches it.
   const auto& transports = transport::all_transports();

@@ -38,6 +38,8 @@ void scenario_work_api(WorkerContext& ctx);
 void scenario_who_runs(WorkerContext& ctx);
 void scenario_fr_stall(WorkerContext& ctx);      // rank 1 stalls: the others time out and dump
 void scenario_fr_sigusr1(WorkerContext& ctx);    // SIGUSR1 dumps a live job
-void scenario_random(WorkerContext& ctx);           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
+void scenario_random(WorkerContext& ctx);
+void scenario_sockets(WorkerContext& ctx);               // prints the sockets a ring and an all-to-all open
+void scenario_dead_before_connect(WorkerContext& ctx);   // the last rank exits right after joining           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
 
 }  // namespace kolo::coltest

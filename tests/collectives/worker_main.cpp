@@ -46,6 +46,8 @@ const std::map<std::string, Scenario>& scenarios() {
       {"fr-stall", scenario_fr_stall},
       {"fr-sigusr1", scenario_fr_sigusr1},
       {"random", scenario_random},
+      {"sockets", scenario_sockets},
+      {"dead-before-connect", scenario_dead_before_connect},
   };
   return table;
 }

@@ -8,10 +8,16 @@
 // cross-memory attach, sleeping and doorbells, slot boundaries, port selection.) A
 // transport that does not reach a peer on this machine (ibverbs without an RDMA port) is skipped,
 // saying so. A new transport is one folder, one registry line, and this suite passing.
+// tcp runs it twice: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
+// each pair on its first use), and the lazy mode has its own cases at the end (what it connects,
+// both sides dialling at once, a peer dead before the first connect, an abort heard late).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -54,6 +60,10 @@ struct Rank {
   std::unique_ptr<transport::Device> dev;
 };
 
+const transport::TransportInfo* g_transport = nullptr;  // the transport under test
+bool g_lazy = false;                                      // ... connecting on first use
+std::shared_ptr<Store> g_store;                           // outlives the lazily connected devices
+
 transport::Bootstrap make_bootstrap(Store& store, int rank, int size, Sink* sink, uint8_t secret_byte = 7,
                                     std::chrono::milliseconds timeout = 10s) {
   transport::Bootstrap b;
@@ -66,14 +76,15 @@ transport::Bootstrap make_bootstrap(Store& store, int rank, int size, Sink* sink
   b.deadline = Clock::now() + timeout;
   b.listen_addr = "127.0.0.1";
   b.failures = sink;
+  b.connect_lazily = g_lazy;
   return b;
 }
 
-const transport::TransportInfo* g_transport = nullptr;  // the transport under test
-
-// Connects `size` ranks in threads over g_transport; returns them connected.
+// Connects `size` ranks in threads over g_transport; returns them connected (lazily: ready to
+// connect on first use; the store stays alive for the lookups that come later).
 std::vector<std::unique_ptr<Rank>> connect_all(int size) {
-  auto store = make_hash_store();
+  g_store = make_hash_store();
+  Store* store = g_store.get();
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<Rank>());
   std::vector<std::thread> ts;
@@ -89,15 +100,19 @@ std::vector<std::unique_ptr<Rank>> connect_all(int size) {
   return ranks;
 }
 
-// Drives `dev` until every request is no longer pending, or fails the test after 10 s.
-void drive(transport::Device& dev, std::vector<Request*> reqs) {
+// Drives `dev` until every request is no longer pending, or fails the test after 10 s. `also`,
+// when given, is polled too: a lazily connected device answers a connection only while it is
+// polled, so a test that drives one side at a time keeps the other side's device turning.
+void drive(transport::Device& dev, std::vector<Request*> reqs, transport::Device* also = nullptr) {
   auto deadline = Clock::now() + 10s;
   for (;;) {
     bool pending = false;
     for (auto* r : reqs) pending |= r->state == Request::State::pending;
     if (!pending) return;
     ASSERT_LT(Clock::now(), deadline) << "requests did not complete";
-    if (!dev.poll()) std::this_thread::sleep_for(50us);
+    bool moved = dev.poll();
+    if (also) moved |= also->poll();
+    if (!moved) std::this_thread::sleep_for(50us);
   }
 }
 
@@ -109,10 +124,13 @@ Tag tag(uint64_t a) {
   return t;
 }
 
+// A transport's name, with "/lazy" for its on-demand mode.
 class TransportConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    g_transport = transport::find_transport(GetParam());
+    const std::string param = GetParam();
+    g_lazy = param.size() > 5 && param.substr(param.size() - 5) == "/lazy";
+    g_transport = transport::find_transport(g_lazy ? param.substr(0, param.size() - 5) : param);
     ASSERT_NE(g_transport, nullptr);
     auto store = make_hash_store();
     Sink sink;
@@ -124,6 +142,7 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
 std::vector<std::string> registered_transports() {
   std::vector<std::string> names;
   for (const auto& t : transport::all_transports()) names.push_back(t.name);
+  names.push_back("tcp/lazy");  // the only transport whose connections can wait for their first use
   return names;
 }
 
@@ -168,7 +187,7 @@ TEST_P(TransportConformance, ReceivePostedAfterArrivalStillMatches) {
   std::iota(data.begin(), data.end(), 5);
   Request s;
   ranks[0]->dev->pair(1)->post_send(data.data(), data.size() * sizeof(int), tag(9), &s);
-  drive(*ranks[0]->dev, {&s});
+  drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
   std::this_thread::sleep_for(20ms);
   ranks[1]->dev->poll();  // reads the header and parks it: no receive yet
   std::vector<int> got(1000, -1);
@@ -184,7 +203,7 @@ TEST_P(TransportConformance, DifferentTagIsReportedWithWhatArrived) {
   int x = 1, y = 0;
   Request s, r;
   ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
-  drive(*ranks[0]->dev, {&s});
+  drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
   ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r);
   drive(*ranks[1]->dev, {&r});
   ASSERT_EQ(r.state, Request::State::failed);
@@ -199,7 +218,7 @@ TEST_P(TransportConformance, DifferentSizeIsReported) {
   int64_t x = 1, y = 0;
   Request s, r;
   ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
-  drive(*ranks[0]->dev, {&s});
+  drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
   ranks[1]->dev->pair(0)->post_recv(&y, 4, tag(1), &r);
   drive(*ranks[1]->dev, {&r});
   ASSERT_EQ(r.state, Request::State::failed);
@@ -222,6 +241,16 @@ TEST_P(TransportConformance, DeadPeerFailsPendingReceiveAndNamesIt) {
 
 TEST_P(TransportConformance, IdlePeerDeathIsNoticedToo) {
   auto ranks = connect_all(2);
+  // One message first, so that a lazily connected pair exists (a lazy device notices only the
+  // deaths of peers it is connected to; a dial finds the others out: DeadPeerBeforeFirstConnect).
+  int x = 5, y = 0;
+  Request s, r;
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
+  std::thread t([&] { drive(*ranks[0]->dev, {&s}); });
+  drive(*ranks[1]->dev, {&r});
+  t.join();
+  ASSERT_EQ(y, 5);
   ranks[0]->dev.reset();
   auto deadline = Clock::now() + 5s;
   while (ranks[1]->sink.why == Failure::none && Clock::now() < deadline) {
@@ -238,8 +267,18 @@ TEST_P(TransportConformance, AbortNoticeCarriesTheReason) {
   Request r;
   ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
   const std::string reason = "0\nP\nrank 0 gives up: test";  // newlines: the engine's encoded form
+  if (g_lazy) {
+    // Lazily only connected peers hear an abort: connect rank 2 to rank 0 first (one message).
+    int x = 5, z = 0;
+    Request s, q;
+    ranks[0]->dev->pair(2)->post_send(&x, sizeof x, tag(7), &s);
+    ranks[2]->dev->pair(0)->post_recv(&z, sizeof z, tag(7), &q);
+    drive(*ranks[0]->dev, {&s, &q}, ranks[2]->dev.get());
+    ASSERT_EQ(z, 5);
+  }
   ranks[0]->dev->abort(reason);
-  drive(*ranks[1]->dev, {&r});
+  // Lazily, rank 1's receive dials rank 0 after a while; rank 0 accepts it and says it aborted.
+  drive(*ranks[1]->dev, {&r}, ranks[0]->dev.get());
   ASSERT_EQ(r.state, Request::State::failed);
   EXPECT_EQ(r.failure, Failure::peer_aborted);
   EXPECT_EQ(ranks[1]->sink.why, Failure::peer_aborted);
@@ -286,7 +325,7 @@ TEST_P(TransportConformance, OnlyTheFirstFailureIsReported) {
   int x = 1, y = 0;
   Request s, r1, r2;
   ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
-  drive(*ranks[0]->dev, {&s});
+  drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
   ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r1);  // mismatch: the pair fails
   ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r2);  // pending behind it
   drive(*ranks[1]->dev, {&r1, &r2});
@@ -328,20 +367,43 @@ TEST_P(TransportConformance, OrderlyCloseReportsNoFailure) {
   EXPECT_EQ(ranks[1]->sink.why, Failure::none) << ranks[1]->sink.detail;
 }
 
+// Lazily, nothing is refused until the first use: each rank sends once, which dials, and keeps
+// polling until both ranks are done (a lazy device answers a connection only while polled).
+std::string first_use_error(transport::Device& dev, int peer, std::atomic<int>& done) {
+  int x = 1;
+  Request s;
+  dev.pair(peer)->post_send(&x, sizeof x, tag(1), &s);
+  auto deadline = Clock::now() + 10s;
+  bool mine = false;
+  while (Clock::now() < deadline && done.load() < 2) {
+    dev.poll();
+    if (!mine && s.state != Request::State::pending) {
+      mine = true;
+      ++done;
+    }
+    std::this_thread::sleep_for(50us);
+  }
+  return s.state == Request::State::failed ? s.detail : "request not failed: state " + std::to_string(static_cast<int>(s.state));
+}
+
 TEST_P(TransportConformance, WrongSecretIsRefused) {
   auto store = make_hash_store();
   Sink s0, s1;
   std::string err0, err1;
+  std::unique_ptr<transport::Device> d0, d1;  // kept until both threads are done with them
+  std::atomic<int> done{0};
   std::thread t0([&] {
     try {
-      g_transport->connect(make_bootstrap(*store, 0, 2, &s0, 1, 3s), {1});
+      d0 = g_transport->connect(make_bootstrap(*store, 0, 2, &s0, 1, 3s), {1});
+      if (g_lazy) err0 = first_use_error(*d0, 1, done);
     } catch (const std::exception& e) {
       err0 = e.what();
     }
   });
   std::thread t1([&] {
     try {
-      g_transport->connect(make_bootstrap(*store, 1, 2, &s1, 2, 3s), {0});
+      d1 = g_transport->connect(make_bootstrap(*store, 1, 2, &s1, 2, 3s), {0});
+      if (g_lazy) err1 = first_use_error(*d1, 0, done);
     } catch (const std::exception& e) {
       err1 = e.what();
     }
@@ -438,4 +500,8 @@ TEST_P(TransportConformance, FourRanksExchangingAtOnceKeepEveryPairsOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportConformance, ::testing::ValuesIn(registered_transports()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });

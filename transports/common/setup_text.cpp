@@ -14,6 +14,7 @@ const char* hello_status_text(HelloStatus s) {
     case HelloStatus::bad_secret: return "wrong job secret (KOLO_SECRET differs between ranks?)";
     case HelloStatus::bad_group: return "the connection is for another group";
     case HelloStatus::bad_rank: return "unexpected or duplicate rank";
+    case HelloStatus::crossed: return "both ranks connected at once; the lower rank's connection is kept";
   }
   return "unknown";
 }

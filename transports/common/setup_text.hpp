@@ -8,7 +8,10 @@
 namespace kolo::transport {
 
 // The acceptor's verdict on a hello (the wire value of tcp's and shm's replies).
-enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5 };
+enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5,
+                                  // tcp, lazy connections: both ranks dialled at once and the acceptor's own
+                                  // connection (the lower rank's) is the one kept: wait for it
+                                  crossed = 6 };
 const char* hello_status_text(HelloStatus s);
 
 // Tells groups apart in hellos and segment names (FNV-1a of the store prefix): not a secret, and

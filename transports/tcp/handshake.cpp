@@ -48,7 +48,6 @@ transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int pee
 
 void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
                         const transport::auth::Nonce& peer_nonce) {
-  using namespace transport::auth;
   const std::string who = "rank " + std::to_string(peer);
   HelloReply r{};
   try {
@@ -59,6 +58,13 @@ void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const t
   } catch (const Error& e) {
     throw PeerError(who + " closed the connection during the handshake: " + e.what(), peer);
   }
+  check_hello_reply(r, b, peer, sent, peer_nonce);
+}
+
+void check_hello_reply(const HelloReply& r, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
+                       const transport::auth::Nonce& peer_nonce) {
+  using namespace transport::auth;
+  const std::string who = "rank " + std::to_string(peer);
   if (r.magic != kHelloMagic || r.status != HelloStatus::ok)
     throw PeerError(who + " refused the connection from rank " + std::to_string(b.rank) + ": " +
                         hello_status_text(r.magic == kHelloMagic ? r.status : HelloStatus::bad_magic),
@@ -86,34 +92,43 @@ bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>
 
 bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
                   const transport::auth::Nonce& mine, int* peer, std::string* why) {
-  using namespace transport::auth;
-  const auto deadline = std::min(b.deadline, Clock::now() + std::chrono::seconds(10));
-  HelloStatus st = check_hello(h, b, want);
-  HelloReply r{kHelloMagic, st, {}};
-  if (st == HelloStatus::ok) {
-    Nonce theirs{};
-    Mac their_mac{};
-    std::memcpy(theirs.data(), h.nonce, theirs.size());
-    std::memcpy(their_mac.data(), h.mac, their_mac.size());
-    const Binding bind = binding(b, h.src_rank, b.rank);
-    if (same(their_mac, prove(b.secret, Role::connector, bind, theirs, mine))) {
-      const Mac reply = prove(b.secret, Role::acceptor, bind, theirs, mine);
-      std::memcpy(r.mac, reply.data(), sizeof r.mac);
-    } else {
-      st = r.status = HelloStatus::bad_secret;
-    }
-  }
-  try {
-    write_all_until(fd, &r, sizeof r, deadline);
-  } catch (const Error&) {
-    // The caller is gone; nothing to tell it.
-  }
+  const HelloStatus st = verify_hello(h, b, want, mine);
+  reply_hello(fd, h, b, st, mine);
   if (st != HelloStatus::ok) {
     *why = std::string(hello_status_text(st)) + (h.magic == kHelloMagic ? " (claims rank " + std::to_string(h.src_rank) + ")" : "");
     return false;
   }
   *peer = h.src_rank;
   return true;
+}
+
+HelloStatus verify_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
+                         const transport::auth::Nonce& mine) {
+  using namespace transport::auth;
+  const HelloStatus st = check_hello(h, b, want);
+  if (st != HelloStatus::ok) return st;
+  Nonce theirs{};
+  Mac their_mac{};
+  std::memcpy(theirs.data(), h.nonce, theirs.size());
+  std::memcpy(their_mac.data(), h.mac, their_mac.size());
+  return same(their_mac, prove(b.secret, Role::connector, binding(b, h.src_rank, b.rank), theirs, mine)) ? HelloStatus::ok
+                                                                                                          : HelloStatus::bad_secret;
+}
+
+void reply_hello(int fd, const Hello& h, const transport::Bootstrap& b, HelloStatus st, const transport::auth::Nonce& mine) {
+  using namespace transport::auth;
+  HelloReply r{kHelloMagic, st, {}};
+  if (st == HelloStatus::ok) {
+    Nonce theirs{};
+    std::memcpy(theirs.data(), h.nonce, theirs.size());
+    const Mac reply = prove(b.secret, Role::acceptor, binding(b, h.src_rank, b.rank), theirs, mine);
+    std::memcpy(r.mac, reply.data(), sizeof r.mac);
+  }
+  try {
+    write_all_until(fd, &r, sizeof r, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
+  } catch (const Error&) {
+    // The caller is gone; nothing to tell it.
+  }
 }
 
 }  // namespace kolo::tcp

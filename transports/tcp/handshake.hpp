@@ -31,6 +31,19 @@ bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>
 bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
                   const transport::auth::Nonce& mine, int* peer, std::string* why);
 
+// The two halves of answer_hello, for the lazy acceptor (tcp_device.cpp), which decides what to
+// answer an authenticated peer only once it knows who is calling (a simultaneous connect).
+// verify_hello: check_hello, then the connector's proof; ok means the caller is rank h.src_rank
+// of this group and holds the secret.
+HelloStatus verify_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
+                         const transport::auth::Nonce& mine);
+// Answers with `st` (with ok, this side's proof). Never throws: a caller that is gone hears nothing.
+void reply_hello(int fd, const Hello& h, const transport::Bootstrap& b, HelloStatus st, const transport::auth::Nonce& mine);
+// expect_hello_reply's checks of a reply already read (the lazy dialer reads it without blocking).
+// Throws PeerError naming the peer when refused or when the peer cannot prove the secret.
+void check_hello_reply(const HelloReply& r, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
+                       const transport::auth::Nonce& peer_nonce);
+
 // The checks of a hello that need no secret: magic, version, group, ranks (pure: fuzzed).
 HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want);
 

@@ -1,6 +1,7 @@
 #include "transports/tcp/hello_inbox.hpp"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -22,6 +23,12 @@ void HelloInbox::accept_ready(std::vector<Dropped>* dropped) {
     if (pending_.size() >= kMaxPending) {
       dropped->push_back({pending_.front().from, "too many connections waiting to say hello"});
       pending_.erase(pending_.begin());
+    }
+    if (epoll_fd_ >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+      ev.data.u32 = tag_;
+      (void)epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd.get(), &ev);  // unwatched, it is still read on the next pass
     }
     Pending p;
     p.fd = std::move(fd);
@@ -68,6 +75,7 @@ bool HelloInbox::next(Clock::time_point until, Arrival* out, std::vector<Dropped
         continue;
       }
       if (complete) {
+        if (epoll_fd_ >= 0) (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd.get(), nullptr);
         out->fd = std::move(p.fd);
         out->from = std::move(p.from);
         out->hello = p.hello;

@@ -31,6 +31,10 @@ class HelloInbox {
   };
 
   explicit HelloInbox(int listen_fd) : listen_fd_(listen_fd) {}
+  // A lazy device (tcp_device.cpp) sleeps in its epoll set, not in next(): with `epoll_fd`, every
+  // pending connection is watched there (edge-triggered, data.u32 = `tag`) so that its bytes wake
+  // the device, and is taken out again when its hello comes out of next().
+  HelloInbox(int listen_fd, int epoll_fd, uint32_t tag) : listen_fd_(listen_fd), epoll_fd_(epoll_fd), tag_(tag) {}
 
   // Waits until `until` for a complete hello; true with *out filled when one arrived. Connections
   // given up on meanwhile are appended to *dropped.
@@ -49,6 +53,8 @@ class HelloInbox {
   static bool read_some(Pending& p);
 
   int listen_fd_;
+  int epoll_fd_ = -1;
+  uint32_t tag_ = 0;
   std::vector<Pending> pending_;
 };
 

@@ -110,6 +110,22 @@ Fd connect_until(const Endpoint& ep, Clock::time_point deadline) {
   throw TimeoutError("could not connect to " + ep.str() + " before the timeout: " + errno_text(last_err));
 }
 
+Fd start_connect(const Endpoint& ep, int* err) {
+  sockaddr_in sa = resolve_ipv4(ep.host, ep.port);
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) throw Error("socket(): " + errno_text(errno));
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EINPROGRESS) {
+    *err = errno;
+    return Fd();
+  }
+  *err = 0;
+  return fd;
+}
+
 Fd accept_until(int listen_fd, Clock::time_point deadline, std::string* peer_addr) {
   for (;;) {
     sockaddr_in sa{};

@@ -28,6 +28,9 @@ Endpoint parse_endpoint(const std::string& s);  // "host:port"
 Fd listen_any_port(const std::string& addr, Endpoint* bound);
 // Connects, retrying refused connections until the deadline (the peer may not listen yet).
 Fd connect_until(const Endpoint& ep, Clock::time_point deadline);
+// Starts a non-blocking connect and returns at once (the lazy dialer, dial.cpp, finishes it in
+// its device's poll). An invalid Fd with *err set when the connect failed at once.
+Fd start_connect(const Endpoint& ep, int* err);
 // Accepts one connection or throws TimeoutError at the deadline. Fills the peer's address.
 Fd accept_until(int listen_fd, Clock::time_point deadline, std::string* peer_addr);
 

@@ -36,7 +36,11 @@ class TcpControlChannel final : public transport::ControlChannel {
 
 std::unique_ptr<transport::ControlChannel> connect_control_channel(const transport::Bootstrap& b,
                                                                     const std::vector<int>& peers) {
-  return std::make_unique<TcpControlChannel>(TcpDevice::connect_device(b, peers));
+  // Always a full mesh at once: the owner drives the pairs itself from the start (tcp_pair()),
+  // and a control channel exists to report any peer's death promptly.
+  transport::Bootstrap eager = b;
+  eager.connect_lazily = false;
+  return std::make_unique<TcpControlChannel>(TcpDevice::connect_device(eager, peers));
 }
 
 }  // namespace kolo::tcp

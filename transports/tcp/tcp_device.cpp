@@ -30,14 +30,37 @@ TcpDevice::~TcpDevice() {
   // After a failure, linger briefly: drop what peers still send until they close, so our close
   // sends FIN rather than RST and they can read our abort notice (bounded: 1 s in all).
   std::vector<TcpPair*> open;
-  for (auto& p : pairs_)
-    if (p && p->failed()) open.push_back(p.get());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!open.empty() && std::chrono::steady_clock::now() < deadline) {
+  for (auto* p : live_)
+    if (p->failed()) open.push_back(p);
+  // Lazily, a peer waiting on this rank may not be connected yet: its receive dials after
+  // OnDemand::kReceiveDialDelay. Answer such dials for a while so that it hears the abort notice
+  // (naming the rank to blame) rather than a refused connect that names this rank.
+  const auto start = std::chrono::steady_clock::now();
+  const bool answer_late_dials = on_demand_ && on_demand_->aborted();
+  const auto late_until = start + 3 * OnDemand::kReceiveDialDelay;
+  auto deadline = start + std::chrono::seconds(1);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool late = answer_late_dials && now < late_until;
+    if ((open.empty() && !late) || now >= deadline) break;
+    if (late && on_demand_->progress()) {
+      open.clear();
+      for (auto* p : live_)
+        if (p->failed()) open.push_back(p);
+    }
     std::vector<pollfd> fds;
     for (auto* p : open) fds.push_back(pollfd{p->fd(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 20);
+    fds.push_back(pollfd{epfd_.get(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), late ? 5 : 20);
     std::erase_if(open, [](TcpPair* p) { return p->discard_until_eof(); });
+    if (late) {
+      // The epoll set's readiness is consumed here, or on_demand_ would never hear of new hellos.
+      epoll_event evs[64];
+      int n = epoll_wait(epfd_.get(), evs, 64, 0);
+      for (int i = 0; i < n; ++i)
+        if (evs[i].data.u32 >= pairs_.size()) on_demand_->mark(evs[i].data.u32);
+      for (auto* p : live_) p->progress();
+    }
   }
 }
 
@@ -47,7 +70,7 @@ std::unique_ptr<TcpDevice> TcpDevice::adopt(int size, transport::FailureSink* si
   return dev;
 }
 
-void TcpDevice::add_pair(int peer, Fd fd) {
+TcpPair* TcpDevice::add_pair(int peer, Fd fd) {
   set_nonblocking(fd.get());
   tune_data_socket(fd.get(), static_cast<int>(config::get_int("KOLO_SOCKET_BUFFER_BYTES")));
   epoll_event ev{};
@@ -55,6 +78,8 @@ void TcpDevice::add_pair(int peer, Fd fd) {
   ev.data.u32 = static_cast<uint32_t>(peer);
   if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
   pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(sink_, peer, std::move(fd));
+  live_.push_back(pairs_[static_cast<size_t>(peer)].get());
+  return live_.back();
 }
 
 // A rank whose setup fails says so in the store (setup_failure.hpp), so that peers waiting for
@@ -74,6 +99,11 @@ std::unique_ptr<TcpDevice> TcpDevice::connect_device(const Bootstrap& b, const s
 
 std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
+  if (b.connect_lazily) {
+    // Listen and publish now; connect each peer on its first use (on_demand.hpp).
+    dev->on_demand_ = std::make_unique<OnDemand>(dev.get(), b, peers, dev->epfd_.get());
+    return dev;
+  }
   Endpoint self;
   Fd listener = listen_any_port(b.listen_addr, &self);
   // Our address and this setup's nonce, which every connector's proof must cover.
@@ -157,7 +187,10 @@ std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const
   return dev;
 }
 
-transport::Pair* TcpDevice::pair(int peer) { return tcp_pair(peer); }
+transport::Pair* TcpDevice::pair(int peer) {
+  if (TcpPair* p = tcp_pair(peer)) return p;
+  return on_demand_ ? on_demand_->pair(peer) : nullptr;
+}
 
 TcpPair* TcpDevice::tcp_pair(int peer) const {
   if (peer < 0 || static_cast<size_t>(peer) >= pairs_.size()) return nullptr;
@@ -168,40 +201,45 @@ bool TcpDevice::poll() {
   epoll_event evs[64];
   int n = epoll_wait(epfd_.get(), evs, 64, 0);
   for (int i = 0; i < n; ++i) {
-    TcpPair* p = pairs_[evs[i].data.u32].get();
+    const uint32_t tag = evs[i].data.u32;
     uint32_t e = evs[i].events;
-    p->mark(e & EPOLLIN, e & EPOLLOUT, e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    if (tag < pairs_.size()) {
+      if (TcpPair* p = pairs_[tag].get()) p->mark(e & EPOLLIN, e & EPOLLOUT, e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+    } else if (on_demand_) {
+      on_demand_->mark(tag);
+    }
   }
-  bool moved = false;
-  for (auto& p : pairs_)
-    if (p) moved |= p->progress();
+  // Connections made here flush the posts that waited for them; the loop below moves them.
+  bool moved = on_demand_ ? on_demand_->progress() : false;
+  for (auto* p : live_) moved |= p->progress();
   return moved;
 }
 
 void TcpDevice::abort(const std::string& reason) {
-  for (auto& p : pairs_)
-    if (p) p->abort(reason);
+  for (auto* p : live_) p->abort(reason);
+  if (on_demand_) on_demand_->abort(reason);
 }
 
 std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline) {
-  for (auto& p : pairs_)
-    if (p) {
-      p->set_closing();
-      p->queue_bye();
-    }
+  for (auto* p : live_) {
+    p->set_closing();
+    p->queue_bye();
+  }
+  // Connections still being made are not waited for (nothing is pending on them once every
+  // operation completed); one that completes meanwhile says goodbye at once.
+  if (on_demand_) on_demand_->set_closing();
   std::vector<int> missing;
   for (;;) {
     poll();
     missing.clear();
-    for (auto& p : pairs_)
-      if (p && !p->failed() && !(p->bye_received() && p->sends_drained())) missing.push_back(p->peer());
+    for (auto* p : live_)
+      if (!p->failed() && !(p->bye_received() && p->sends_drained())) missing.push_back(p->peer());
     if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
     // Sleep on the epoll fd's own readiness: epoll_wait here would eat edge-triggered events.
     pollfd pf{epfd_.get(), POLLIN, 0};
     ::poll(&pf, 1, 10);
   }
-  for (auto& p : pairs_)
-    if (p) ::shutdown(p->fd(), SHUT_RDWR);
+  for (auto* p : live_) ::shutdown(p->fd(), SHUT_RDWR);
   return missing;
 }
 

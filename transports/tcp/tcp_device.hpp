@@ -1,9 +1,11 @@
-// The TCP transport's device: one epoll set (edge-triggered) over a full mesh of connections to
-// the group's peers, and the connection setup with its secret-checking handshake.
+// The TCP transport's device: one epoll set (edge-triggered) over the connections to the group's
+// peers, and the connection setup with its secret-checking handshake: a full mesh at once
+// (KOLO_CONNECT=eager), or each connection on its first use (lazy: on_demand.hpp).
 #pragma once
 #include <memory>
 #include <vector>
 
+#include "transports/tcp/on_demand.hpp"
 #include "transports/tcp/socket.hpp"
 #include "transports/tcp/tcp_pair.hpp"
 #include "transports/transport.hpp"
@@ -28,13 +30,17 @@ class TcpDevice final : public transport::Device {
   void abort(const std::string& reason) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
+  // A connection whose handshake is done becomes the pair of `peer` (OnDemand calls it too).
+  TcpPair* add_pair(int peer, Fd fd);
+
  private:
   TcpDevice(int size, transport::FailureSink* sink);
   static std::unique_ptr<TcpDevice> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers);
-  void add_pair(int peer, Fd fd);
 
   Fd epfd_;
   std::vector<std::unique_ptr<TcpPair>> pairs_;  // indexed by rank; null where not connected
+  std::vector<TcpPair*> live_;                   // the non-null ones: poll() walks these, not every rank
+  std::unique_ptr<OnDemand> on_demand_;          // lazy mode only
   transport::FailureSink* sink_;
 };
 
