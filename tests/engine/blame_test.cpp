@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "kolo/error.hpp"
+
 namespace kolo::engine {
 namespace {
 
