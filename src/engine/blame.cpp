@@ -51,20 +51,32 @@ namespace {
 // entry for a later collective is not about this chain (it would be a stale or foreign key).
 bool continues(const WaitFor& at, const WaitFor& next) { return !(at.collective && next.collective) || next.seq <= at.seq; }
 
-struct Exchange {  // shared by the caller and the helper thread, which may outlive the caller's wait
+// Shared by the caller and the helper thread, which may outlive the caller's wait. The helper
+// keeps `chain` current as it follows, so that a store that fails or stops answering midway
+// still leaves what was learnt: a rank that had not reported by then cannot report any more.
+struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  std::optional<Blame> blame;
-  std::string why;  // when blame is empty
+  bool published = false;     // this rank's entry is in the store; `chain` is meaningful
+  Blame chain;                // followed so far
+  std::optional<Blame> blame; // the verdict, once done
+  std::string why;            // done without a verdict, or a verdict from a cut-short chain: why
+
+  void follow(const Blame& b) {
+    std::lock_guard<std::mutex> lk(mu);
+    published = true;
+    chain = b;
+  }
 };
 
 // The helper thread's work: publish, then follow entries until a rank has published nothing by
-// `deadline`. Runs on copies: the board may be gone by the time a slow store answers.
-void publish_and_follow(Store& store, const BlameBoard& board, int rank, int size, const WaitFor& w,
-                        Clock::time_point deadline, Exchange& out) {
+// `deadline`. Empty (with `why`) when the chain loops or an entry does not continue it.
+std::optional<Blame> publish_and_follow(Store& store, const BlameBoard& board, int rank, int size, const WaitFor& w,
+                                        Clock::time_point deadline, Exchange& ex, std::string* why) {
   store.set(board.key(rank), encode_wait(w));
   Blame b{{w.peer}};
+  ex.follow(b);
   std::vector<bool> seen(static_cast<size_t>(size), false);
   seen[static_cast<size_t>(rank)] = seen[static_cast<size_t>(w.peer)] = true;
   WaitFor at = w;  // the wait that led to chain.back()
@@ -76,24 +88,22 @@ void publish_and_follow(Store& store, const BlameBoard& board, int rank, int siz
     if (store.check({k})) {
       const std::optional<WaitFor> next = decode_wait(store.get_string(k));
       if (!next || next->peer < 0 || next->peer >= size || !continues(at, *next)) {
-        out.why = "rank " + std::to_string(b.culprit()) + "'s entry does not continue the chain";
-        return;
+        *why = "rank " + std::to_string(b.culprit()) + "'s entry does not continue the chain";
+        return std::nullopt;
       }
       if (seen[static_cast<size_t>(next->peer)]) {
-        out.why = "the chain loops back to rank " + std::to_string(next->peer);
-        return;
+        *why = "the chain loops back to rank " + std::to_string(next->peer);
+        return std::nullopt;
       }
       seen[static_cast<size_t>(next->peer)] = true;
       b.chain.push_back(next->peer);
+      ex.follow(b);
       at = *next;
       pause = milliseconds(1);
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline) {
-      out.blame = std::move(b);
-      return;
-    }
+    if (now >= deadline) return b;
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, milliseconds(20));
   }
@@ -110,15 +120,20 @@ std::optional<Blame> BlameBoard::settle(const WaitFor& w, milliseconds timeout) 
   auto board = std::make_shared<const BlameBoard>(*this);
   try {
     std::thread([board, ex, w, deadline] {
-      Exchange local;
+      std::optional<Blame> blame;
+      std::string why;
+      bool store_failed = false;
       try {
-        publish_and_follow(*board->store_, *board, board->rank_, board->size_, w, deadline, local);
+        blame = publish_and_follow(*board->store_, *board, board->rank_, board->size_, w, deadline, *ex, &why);
       } catch (const std::exception& e) {
-        local.why = std::string("the store failed: ") + e.what();
+        // The store may have gone with a rank that already raised (rank 0 hosts init_from_env's).
+        why = std::string("the store failed: ") + e.what();
+        store_failed = true;
       }
       std::lock_guard<std::mutex> lk(ex->mu);
-      ex->blame = std::move(local.blame);
-      ex->why = std::move(local.why);
+      if (store_failed && ex->published) blame = ex->chain;
+      ex->blame = std::move(blame);
+      ex->why = std::move(why);
       ex->done = true;
       ex->cv.notify_all();
     }).detach();
@@ -130,11 +145,19 @@ std::optional<Blame> BlameBoard::settle(const WaitFor& w, milliseconds timeout) 
   constexpr milliseconds kLastAnswer(100);
   std::unique_lock<std::mutex> lk(ex->mu);
   if (!ex->cv.wait_until(lk, deadline + kLastAnswer, [&] { return ex->done; })) {
+    if (ex->published) {
+      KOLO_LOG(warn, "blame chain cut short: the store stopped answering; blaming the end of the chain so far");
+      return ex->chain;
+    }
     KOLO_LOG(warn, "blame chain skipped: the store did not answer within " << grace.count() + kLastAnswer.count()
                                                                           << " ms; naming the rank waited for");
     return std::nullopt;
   }
-  if (!ex->blame) KOLO_LOG(warn, "blame chain skipped: " << ex->why << "; naming the rank waited for");
+  if (!ex->blame) {
+    KOLO_LOG(warn, "blame chain skipped: " << ex->why << "; naming the rank waited for");
+  } else if (!ex->why.empty()) {
+    KOLO_LOG(warn, "blame chain cut short: " << ex->why << "; blaming the end of the chain so far");
+  }
   return ex->blame;
 }
 

@@ -50,8 +50,10 @@ class BlameBoard {
                                                        int size);
 
   // Publishes `w` and follows the chain, for at most the grace (capped at timeout / 2). Empty when
-  // the store did not answer in time, the chain loops back, an entry does not fit the chain, or
-  // the grace is 0: the caller then names the rank it waited for, as without a board.
+  // the store failed or did not answer before this rank's entry was in, the chain loops back, an
+  // entry does not fit the chain, or the grace is 0: the caller then names the rank it waited
+  // for, as without a board. A store that fails or stops answering later ends the chain where it
+  // got to: the rank there had not reported by then.
   std::optional<Blame> settle(const WaitFor& w, std::chrono::milliseconds timeout) const;
 
   std::string key(int rank) const;  // "<prefix>/blame/<rank>"

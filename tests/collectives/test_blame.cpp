@@ -1,6 +1,7 @@
 // The blame chain across processes (src/engine/blame.hpp). Four ranks run a loop of 1 MiB ring
-// all-reduces, so every rank waits for its left neighbour; one rank is SIGSTOPped:
-//  - rank 2 stopped: rank 3 waits for it, rank 0 for rank 3, rank 1 for rank 0. Every survivor
+// all-reduces, so every rank waits for a neighbour (to receive from the left one, or, when a
+// shared-memory ring is full, to send to the right one); one rank is SIGSTOPped:
+//  - rank 2 stopped: rank 0, which is not next to it, waits for rank 1 or 3. Every survivor
 //    must raise TimeoutError with peer_rank() 2, its text naming rank 2 as the rank that did not
 //    report and the collective with its sequence number, within KOLO_TIMEOUT + the grace + 1 s
 //    of the stop; over shm and over tcp.
@@ -11,6 +12,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <thread>
@@ -53,7 +55,14 @@ WorldOutcome stop_one_of_a_ring(int victim, const std::string& transport, std::v
   world.send_signal(victim, SIGKILL);  // ends a stopped process
   WorldOutcome o = world.wait();
   raised->assign(kWorld, 0);
-  for (int r : survivors) (*raised)[static_cast<size_t>(r)] = seconds_after(o.ranks[static_cast<size_t>(r)], stopped_at);
+  for (int r : survivors) {
+    const RankOutcome& s = o.ranks[static_cast<size_t>(r)];
+    (*raised)[static_cast<size_t>(r)] = seconds_after(s, stopped_at);
+    // For the record (docs/RELIABILITY.md quotes these lines).
+    std::printf("%s: raised %.3f s after the stop: %s\n", transport.c_str(), (*raised)[static_cast<size_t>(r)],
+                error_line(s).c_str());
+  }
+  std::fflush(stdout);
   return o;
 }
 
@@ -72,10 +81,10 @@ void every_survivor_names_the_stopped_rank(const std::string& transport) {
     EXPECT_TRUE(std::regex_search(text, std::regex("allreduce #[0-9]+"))) << "no collective #seq: " << s.describe();
     EXPECT_LE(raised[static_cast<size_t>(r)], kTimeout + kGrace + 1.0) << "rank " << r << " raised too late: " << s.describe();
   }
-  // Rank 1 waits for rank 0, which waits for rank 3, which waits for rank 2: the whole chain.
-  EXPECT_TRUE(contains(error_text(o.ranks[1]), "waiting for rank 0")) << o.ranks[1].describe();
-  EXPECT_TRUE(contains(error_text(o.ranks[1]), "which waits for rank 3, which waits for rank 2"))
-      << o.ranks[1].describe();
+  // Rank 0 is neither of rank 2's neighbours: it waited for rank 3 (its receive) or rank 1 (its
+  // send, when the shm ring is full), so its error went along the chain to rank 2.
+  EXPECT_TRUE(std::regex_search(error_text(o.ranks[0]), std::regex("waiting for rank [13] .*, which waits for rank 2; rank 2 did not report")))
+      << o.ranks[0].describe();
 }
 
 TEST(Blame, StoppedRankIsNamedByEverySurvivorOfAShmRing) { every_survivor_names_the_stopped_rank("shm"); }

@@ -122,10 +122,11 @@ TEST(Blame, GraceZeroIsOffAndTouchesNoStore) {
   EXPECT_EQ(store->num_keys(), 0);
 }
 
-// A store whose calls hang until released (its host is stopped), or fail (it is gone).
+// A store that works for its first `healthy_calls` calls (on an in-process store), then hangs
+// until released (its host is stopped) or fails (it is gone).
 class BrokenStore final : public Store {
  public:
-  explicit BrokenStore(bool hang) : hang_(hang) {}
+  BrokenStore(bool hang, int healthy_calls) : hang_(hang), healthy_(healthy_calls) {}
   ~BrokenStore() override = default;
   void release() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -133,21 +134,22 @@ class BrokenStore final : public Store {
     cv_.notify_all();
   }
   std::atomic<int> calls{0};
+  std::shared_ptr<Store> inner = make_hash_store();
 
   using Store::set;
   using Store::wait;
-  void set(const std::string&, const Bytes&) override { fail(); }
-  Bytes get(const std::string&) override { fail(); }
-  int64_t add(const std::string&, int64_t) override { fail(); }
-  Bytes compare_set(const std::string&, const Bytes&, const Bytes&) override { fail(); }
-  bool delete_key(const std::string&) override { fail(); }
-  bool check(const std::vector<std::string>&) override { fail(); }
-  void wait(const std::vector<std::string>&, std::chrono::milliseconds) override { fail(); }
-  int64_t num_keys() override { fail(); }
+  void set(const std::string& k, const Bytes& v) override { gate(), inner->set(k, v); }
+  Bytes get(const std::string& k) override { return gate(), inner->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return gate(), inner->add(k, d); }
+  Bytes compare_set(const std::string& k, const Bytes& e, const Bytes& d) override { return gate(), inner->compare_set(k, e, d); }
+  bool delete_key(const std::string& k) override { return gate(), inner->delete_key(k); }
+  bool check(const std::vector<std::string>& k) override { return gate(), inner->check(k); }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { gate(), inner->wait(k, t); }
+  int64_t num_keys() override { return gate(), inner->num_keys(); }
 
  private:
-  [[noreturn]] void fail() {
-    ++calls;
+  void gate() {
+    if (++calls <= healthy_) return;
     if (hang_) {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return released_; });
@@ -155,13 +157,14 @@ class BrokenStore final : public Store {
     throw PeerError("BrokenStore: connection refused", -1);
   }
   bool hang_;
+  int healthy_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool released_ = false;
 };
 
 TEST(Blame, AStoreThatHangsCostsTheGraceNotAHang) {
-  auto store = std::make_shared<BrokenStore>(true);
+  auto store = std::make_shared<BrokenStore>(true, 0);
   const auto start = Clock::now();
   EXPECT_FALSE(board(store, 0, milliseconds(300)).settle(WaitFor{true, 1, 2}, kTimeout).has_value());
   EXPECT_LE(seconds_since(start), 0.3 + 0.2);  // the grace plus the last answer's allowance
@@ -170,10 +173,33 @@ TEST(Blame, AStoreThatHangsCostsTheGraceNotAHang) {
 }
 
 TEST(Blame, AStoreThatFailsFallsBackAtOnce) {
-  auto store = std::make_shared<BrokenStore>(false);
+  auto store = std::make_shared<BrokenStore>(false, 0);
   const auto start = Clock::now();
   EXPECT_FALSE(board(store, 0, milliseconds(1000)).settle(WaitFor{true, 1, 2}, kTimeout).has_value());
   EXPECT_LE(seconds_since(start), 0.2);
+}
+
+// The store went away (init_from_env's lives in rank 0, which may raise and exit first) after
+// this rank published and read rank 1's entry: the chain ends where it got to, at once.
+TEST(Blame, AStoreThatFailsMidwayEndsTheChainWhereItGot) {
+  auto store = std::make_shared<BrokenStore>(false, 3);  // set, check(1), get(1), then gone
+  store->inner->set("kolo/test/0/blame/1", encode_wait(WaitFor{true, 4, 2}));
+  const auto start = Clock::now();
+  const std::optional<Blame> b = board(store, 0, milliseconds(1000)).settle(WaitFor{true, 4, 1}, kTimeout);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->chain, (std::vector<int>{1, 2}));
+  EXPECT_LE(seconds_since(start), 0.2);
+}
+
+TEST(Blame, AStoreThatHangsMidwayEndsTheChainWhereItGotAfterTheGrace) {
+  auto store = std::make_shared<BrokenStore>(true, 3);
+  store->inner->set("kolo/test/0/blame/1", encode_wait(WaitFor{true, 4, 2}));
+  const auto start = Clock::now();
+  const std::optional<Blame> b = board(store, 0, milliseconds(300)).settle(WaitFor{true, 4, 1}, kTimeout);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->chain, (std::vector<int>{1, 2}));
+  EXPECT_LE(seconds_since(start), 0.3 + 0.2);
+  store->release();
 }
 
 }  // namespace
