@@ -58,7 +58,7 @@ struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  bool published = false;     // this rank's entry is in the store; `chain` is meaningful
+  bool published = false;     // this rank's entry is in the store (a read since answered): `chain` counts
   Blame chain;                // followed so far
   std::optional<Blame> blame; // the verdict, once done
   std::string why;            // done without a verdict, or a verdict from a cut-short chain: why
@@ -76,7 +76,9 @@ std::optional<Blame> publish_and_follow(Store& store, const BlameBoard& board, i
                                         Clock::time_point deadline, Exchange& ex, std::string* why) {
   store.set(board.key(rank), encode_wait(w));
   Blame b{{w.peer}};
-  ex.follow(b);
+  // A TCPStore's SET has no reply (it may sit in a socket buffer towards a frozen store), so only
+  // an answered read proves that the store works: the chain counts from then on.
+  bool answered = false;
   std::vector<bool> seen(static_cast<size_t>(size), false);
   seen[static_cast<size_t>(rank)] = seen[static_cast<size_t>(w.peer)] = true;
   WaitFor at = w;  // the wait that led to chain.back()
@@ -85,7 +87,10 @@ std::optional<Blame> publish_and_follow(Store& store, const BlameBoard& board, i
   milliseconds pause(1);
   for (;;) {
     const std::string k = board.key(b.culprit());
-    if (store.check({k})) {
+    const bool reported = store.check({k});
+    if (!answered) ex.follow(b);
+    answered = true;
+    if (reported) {
       const std::optional<WaitFor> next = decode_wait(store.get_string(k));
       if (!next || next->peer < 0 || next->peer >= size || !continues(at, *next)) {
         *why = "rank " + std::to_string(b.culprit()) + "'s entry does not continue the chain";

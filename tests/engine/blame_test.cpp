@@ -172,6 +172,14 @@ TEST(Blame, AStoreThatHangsCostsTheGraceNotAHang) {
   store->release();  // the helper thread, still inside set(), ends
 }
 
+// A TCPStore's SET has no reply: towards a frozen store it "succeeds" into a socket buffer. Only
+// an answered read makes the chain count; here none answers, so there is no chain.
+TEST(Blame, ASetWithoutAnAnsweredReadIsNoChain) {
+  auto store = std::make_shared<BrokenStore>(true, 1);  // set, then every call hangs
+  EXPECT_FALSE(board(store, 0, milliseconds(300)).settle(WaitFor{true, 1, 2}, kTimeout).has_value());
+  store->release();
+}
+
 TEST(Blame, AStoreThatFailsFallsBackAtOnce) {
   auto store = std::make_shared<BrokenStore>(false, 0);
   const auto start = Clock::now();
