@@ -137,8 +137,10 @@ bool run_trial(const Trial& t, int sig, uint64_t& victim_named_count) {
   // One line per trial, for the record (scripts/chaos.sh keeps them).
   std::string first_error;
   if (!survivors.empty()) first_error = error_line(o.ranks[static_cast<size_t>(survivors.front())]);
-  std::printf("chaos %s %s: %s, last survivor raised %.3f s after the signal; %s\n", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
-              t.describe().c_str(), ok ? "ok" : "FAILED", slowest, first_error.c_str());
+  std::printf("chaos %s %s: %s, last survivor raised %.3f s after the signal%s; %s\n", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
+              t.describe().c_str(), ok ? "ok" : "FAILED", slowest,
+              sig == SIGKILL ? "" : victim_named ? ", every survivor blamed the victim" : ", NOT every survivor blamed the victim",
+              first_error.c_str());
   std::fflush(stdout);
   return ok;
 }
