@@ -53,7 +53,7 @@ bool continues(const WaitFor& at, const WaitFor& next) { return !(at.collective 
 
 // Shared by the caller and the helper thread, which may outlive the caller's wait. The helper
 // keeps `chain` current as it follows, so that a store that fails or stops answering midway
-// still leaves what was learnt: a rank that had not reported by then cannot report any more.
+// still leaves what was learnt: the rank at its end had not reported by then.
 struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
