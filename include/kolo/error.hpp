@@ -17,7 +17,9 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
-// A bounded wait ran out of time. peer_rank() is the rank that was waited for, or -1.
+// A bounded wait ran out of time. peer_rank() is the rank to blame, or -1: for a collective or
+// point-to-point timeout, the rank at the end of the wait-for chain that the timed-out ranks
+// settled through the group's store (the rank that did not report), else the rank waited for.
 class TimeoutError : public Error {
  public:
   explicit TimeoutError(const std::string& what, int peer = -1) : Error(what), peer_(peer) {}

@@ -102,7 +102,7 @@ void EngineComm::wait(algo::Req r) {
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline_) throw TimeoutError(format_timeout(where(), timeout_, req), req.peer);
+    if (now >= deadline_) raise_timeout(where(), timeout_, req, WaitFor{true, stamp_.seq, req.peer}, group_.blame.get());
     if (moved) continue;
     if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     if (now >= spin_until) {
@@ -118,13 +118,24 @@ void EngineComm::wait(algo::Req r) {
   if (req.state == Request::State::failed) raise(req);
 }
 
-std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r) {
+std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r,
+                           const Blame* blame) {
   std::string secs = std::to_string(timeout.count() / 1000.0);
   secs.erase(secs.find_last_not_of('0') + 1);
   if (!secs.empty() && secs.back() == '.') secs.pop_back();
-  return "kolo: " + where + " timed out after " + secs + " s waiting for rank " + std::to_string(r.peer) + " (" +
-         (r.is_send ? "send" : "receive") + " of " + std::to_string(r.bytes) + " bytes, " + std::to_string(r.transferred) +
-         " done); is rank " + std::to_string(r.peer) + " stuck, dead, or calling a different collective?";
+  std::string msg = "kolo: " + where + " timed out after " + secs + " s waiting for rank " + std::to_string(r.peer) + " (" +
+                    (r.is_send ? "send" : "receive") + " of " + std::to_string(r.bytes) + " bytes, " +
+                    std::to_string(r.transferred) + " done)";
+  if (!blame) return msg + "; is rank " + std::to_string(r.peer) + " stuck, dead, or calling a different collective?";
+  for (size_t i = 1; i < blame->chain.size(); ++i) msg += ", which waits for rank " + std::to_string(blame->chain[i]);
+  const std::string culprit = std::to_string(blame->culprit());
+  return msg + "; rank " + culprit + " did not report: is rank " + culprit + " stuck, dead or unreachable?";
+}
+
+void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r, const WaitFor& w,
+                   const BlameBoard* board) {
+  const std::optional<Blame> blame = board ? board->settle(w, timeout) : std::nullopt;
+  throw TimeoutError(format_timeout(where, timeout, r, blame ? &*blame : nullptr), blame ? blame->culprit() : r.peer);
 }
 
 void raise_request_failure(const std::string& where, const Request& r, const Context& ctx) {

@@ -8,6 +8,7 @@
 
 #include "algorithms/comm.hpp"
 #include "common/bump_arena.hpp"
+#include "engine/blame.hpp"
 #include "engine/request_arena.hpp"
 #include "engine/context.hpp"
 #include "engine/scratch.hpp"
@@ -20,6 +21,7 @@ struct GroupInfo {
   int rank = 0;
   int size = 1;
   algo::HostLayout hosts;  // which ranks share a host (from the bootstrap's host identities)
+  std::shared_ptr<const BlameBoard> blame;  // null: a timeout names the rank waited for, no exchange
 };
 
 class EngineComm final : public algo::Comm {
@@ -71,8 +73,13 @@ class EngineComm final : public algo::Comm {
   std::atomic<int>* waiting_slot_ = nullptr;
 };
 
-// Shared with point-to-point handling in the executor.
-std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r);
+// Shared with point-to-point handling in the executor. The TimeoutError of a wait for `r` that
+// passed its deadline: with a board, after settling whom to blame (blame.hpp), it names the rank
+// at the end of the wait-for chain (its peer_rank()); else, as without, the rank waited for.
+[[noreturn]] void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r,
+                                const WaitFor& w, const BlameBoard* board);
+std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r,
+                           const Blame* blame);
 [[noreturn]] void raise_request_failure(const std::string& where, const transport::Request& r, const Context& ctx);
 // Throws the group's first failure as seen from `where`, with the same exception type the rank
 // that first saw it raised (TimeoutError, MismatchError or PeerError).

@@ -396,6 +396,7 @@ void Executor::post_point_to_point(Task& t) {
   p.timeout = t.timeout;
   p.deadline = Clock::now() + t.timeout;
   p.where = where(t);
+  p.seq = t.stamp.seq;
   p.fr = t.fr;
   fr_->started(t.fr, Clock::now(), ctx_->transport_name(t.args.root));
   transport::Tag tag = encode(t.stamp);
@@ -424,7 +425,7 @@ void Executor::check_pending() {
       std::exception_ptr err;
       try {
         if (r.state == Request::State::pending && !ctx_->has_failure())
-          throw TimeoutError(format_timeout(it->where, it->timeout, r), r.peer);
+          raise_timeout(it->where, it->timeout, r, WaitFor{false, it->seq, r.peer}, group_.blame.get());
         if (r.state == Request::State::pending) raise_failure(it->where, ctx_->failure());
         raise_request_failure(it->where, r, *ctx_);
       } catch (const Error& e) {

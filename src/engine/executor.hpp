@@ -71,6 +71,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
     std::chrono::steady_clock::time_point deadline;
     std::chrono::milliseconds timeout;
     std::string where;
+    uint64_t seq = 0;  // the pair's point-to-point sequence number (for the blame chain)
     FlightEntry* fr = nullptr;
   };
 

@@ -81,7 +81,10 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
                                                                    : algo::HostLayout::single_host(size);
   impl->executor =
-      std::make_shared<engine::Executor>(std::move(connected.ctx), engine::GroupInfo{name, rank, size, impl->hosts}, timeout);
+      std::make_shared<engine::Executor>(std::move(connected.ctx),
+                                         engine::GroupInfo{name, rank, size, impl->hosts,
+                                                           engine::BlameBoard::from_config(store, prefix, rank, size)},
+                                         timeout);
   return impl;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -71,6 +73,16 @@ inline std::string error_text(const RankOutcome& r) {
   if (open == std::string::npos) return "";
   const size_t colon = line.find(": ", open + 3);
   return colon == std::string::npos ? "" : line.substr(colon + 2);
+}
+
+// Seconds from `hit_at` until the survivor's kolo error was raised (kolo-test-worker prints the
+// steady_clock time; the process exits up to 1 s later: the TCP transport lingers after a
+// failure so that peers can read its abort notice). A large number when it printed none.
+inline double seconds_after(const RankOutcome& s, std::chrono::steady_clock::time_point hit_at) {
+  std::smatch m;
+  if (!std::regex_search(s.err, m, std::regex("raised at steady_clock ([0-9]+) ns"))) return 1e9;
+  const std::chrono::steady_clock::time_point raised{std::chrono::nanoseconds(std::stoll(m[1]))};
+  return std::chrono::duration<double>(raised - hit_at).count();
 }
 
 }  // namespace kolo::coltest

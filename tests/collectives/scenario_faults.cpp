@@ -2,6 +2,7 @@
 // killed / stopped rank tests, mismatched collectives and counts, and a plain join for the
 // wrong-secret test. The error itself is printed by worker_main.cpp.
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "reference.hpp"
@@ -9,11 +10,12 @@
 
 namespace kolo::coltest {
 
-// Allreduces 16 Ki floats over and over, checking every result, until kolo throws (the driver
-// kills or stops a rank meanwhile) or 60 s pass. Prints "loop started" after the first one.
+// Allreduces 16 Ki floats (or as many as the first argument says) over and over, checking every
+// result, until kolo throws (the driver kills or stops a rank meanwhile) or 60 s pass. Prints
+// "loop started" after the first one.
 void scenario_allreduce_loop(WorkerContext& ctx) {
   ProcessGroup& group = ctx.join();
-  constexpr size_t kCount = 16 * 1024;
+  const size_t kCount = ctx.args.empty() ? 16 * 1024 : std::stoul(ctx.args[0]);
   const ReduceOp op = ReduceKind::sum;
   std::vector<float> data(kCount);
   const ReduceReference ref(DataType::float32, op, group.size());

@@ -6,8 +6,11 @@
 //    status 1 (a wrong element) or 4 (a non-kolo exception); the victim ends by our signal;
 //  - SIGKILL: every survivor's error names the dead rank ("rank V"), a collective and its
 //    sequence number, raised within KOLO_TIMEOUT + 1 s of the kill;
-//  - SIGSTOP: every survivor raises TimeoutError saying which rank it waited for (the stopped
-//    rank, or a survivor stuck behind it), within KOLO_TIMEOUT + 1 s of the stop;
+//  - SIGSTOP: every survivor raises TimeoutError saying which rank it waited for, within
+//    KOLO_TIMEOUT + the blame grace (1 s) + 1 s of the stop; how many trials had every survivor
+//    name the stopped rank (the blame chain, engine/blame.hpp) is counted, not asserted: random
+//    collectives put survivors in point-to-point waits and rooted collectives, and a stopped
+//    rank 0 freezes the store (test_blame.cpp asserts it for a ring);
 //  - nothing of the job left in /dev/shm.
 // KOLO_CHAOS_TRIALS (default 5) sets the trials per signal, KOLO_CHAOS_SEED the seed (default:
 // random, printed); scripts/chaos.sh runs the long series. Each trial prints one line.
@@ -30,6 +33,7 @@ namespace {
 
 constexpr int kKillTimeout = 5;  // KOLO_TIMEOUT of the kill trials (a death is seen at once)
 constexpr int kStopTimeout = 3;  // KOLO_TIMEOUT of the stop trials (only the deadline sees it)
+constexpr double kBlameGrace = 1;  // KOLO_BLAME_GRACE (default): a timed-out rank settles whom to blame
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
@@ -50,16 +54,6 @@ size_t shm_entries_of(const std::string& job) {
     closedir(d);
   }
   return n;
-}
-
-// Seconds from `hit_at` until the survivor's kolo error was raised (kolo-test-worker prints the
-// steady_clock time; the process exits up to 1 s later: the TCP transport lingers after a
-// failure so that peers can read its abort notice). A large number when it printed none.
-double seconds_after(const RankOutcome& s, std::chrono::steady_clock::time_point hit_at) {
-  std::smatch m;
-  if (!std::regex_search(s.err, m, std::regex("raised at steady_clock ([0-9]+) ns"))) return 1e9;
-  const std::chrono::steady_clock::time_point raised{std::chrono::nanoseconds(std::stoll(m[1]))};
-  return std::chrono::duration<double>(raised - hit_at).count();
 }
 
 struct Trial {
@@ -117,7 +111,7 @@ bool run_trial(const Trial& t, int sig, uint64_t& victim_named_count) {
   EXPECT_FALSE(o.deadline_hit) << t.describe() << ": a hang: " << o.describe();
   const RankOutcome& v = o.ranks[static_cast<size_t>(t.victim)];
   EXPECT_TRUE(!v.exited && v.signal == SIGKILL) << t.describe() << ": the victim did not end by our signal: " << v.describe();
-  bool victim_named = false;
+  bool victim_named = sig == SIGSTOP;
   double slowest = 0;
   for (int r : survivors) {
     const RankOutcome& s = o.ranks[static_cast<size_t>(r)];
@@ -125,18 +119,16 @@ bool run_trial(const Trial& t, int sig, uint64_t& victim_named_count) {
     const double raised = seconds_after(s, hit_at);
     slowest = std::max(slowest, raised);
     EXPECT_TRUE(s.exited && s.exit_code == 2) << t.describe() << ": survivor crashed or failed otherwise: " << s.describe();
-    EXPECT_LE(raised, timeout + 1.0) << t.describe() << ": survivor " << r << " raised too late: " << s.describe();
+    EXPECT_LE(raised, timeout + (sig == SIGSTOP ? kBlameGrace : 0) + 1.0) << t.describe() << ": survivor " << r << " raised too late: " << s.describe();
     if (sig == SIGKILL) {
       EXPECT_TRUE(contains(text, victim_name)) << t.describe() << ": survivor " << r << " does not name " << victim_name << ": " << s.describe();
       EXPECT_TRUE(names_collective_and_sequence(text)) << t.describe() << ": survivor " << r << " names no collective #seq: " << s.describe();
     } else {
-      EXPECT_EQ(error_kind(s), "TimeoutError") << t.describe() << ": survivor " << r << " did not raise TimeoutError: " << s.describe();
+      EXPECT_EQ(error_kind(s).rfind("TimeoutError", 0), 0u) << t.describe() << ": survivor " << r << " did not raise TimeoutError: " << s.describe();
       EXPECT_TRUE(contains(text, "timed out")) << t.describe() << ": survivor " << r << " does not say it timed out: " << s.describe();
       EXPECT_TRUE(std::regex_search(text, std::regex("waiting for rank [0-9]+"))) << t.describe() << ": survivor " << r << " names no rank: " << s.describe();
-      // Not asserted: a survivor stuck behind another survivor (a ring) names that one, and its
-      // abort can reach the others before their own deadlines: a deadline cannot tell who is
-      // the root cause. Counted in the summary line instead.
-      victim_named = victim_named || contains(text, "waiting for " + victim_name);
+      // Counted in the summary line, not asserted (see the top).
+      victim_named = victim_named && error_kind(s) == "TimeoutError(peer " + std::to_string(t.victim) + ")";
     }
   }
   if (sig == SIGKILL || victim_named) ++victim_named_count;
@@ -145,8 +137,10 @@ bool run_trial(const Trial& t, int sig, uint64_t& victim_named_count) {
   // One line per trial, for the record (scripts/chaos.sh keeps them).
   std::string first_error;
   if (!survivors.empty()) first_error = error_line(o.ranks[static_cast<size_t>(survivors.front())]);
-  std::printf("chaos %s %s: %s, last survivor raised %.3f s after the signal; %s\n", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
-              t.describe().c_str(), ok ? "ok" : "FAILED", slowest, first_error.c_str());
+  std::printf("chaos %s %s: %s, last survivor raised %.3f s after the signal%s; %s\n", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
+              t.describe().c_str(), ok ? "ok" : "FAILED", slowest,
+              sig == SIGKILL ? "" : victim_named ? ", every survivor blamed the victim" : ", NOT every survivor blamed the victim",
+              first_error.c_str());
   std::fflush(stdout);
   return ok;
 }
@@ -163,7 +157,7 @@ void run_series(int sig) {
   std::printf("chaos %s: %llu of %llu trials passed", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
               static_cast<unsigned long long>(passed), static_cast<unsigned long long>(trials));
   if (sig == SIGSTOP)
-    std::printf("; in %llu of them some survivor's TimeoutError named the stopped rank itself",
+    std::printf("; in %llu of them every survivor's TimeoutError named the stopped rank",
                 static_cast<unsigned long long>(named));
   std::printf("\n");
 }

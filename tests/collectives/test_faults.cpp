@@ -4,7 +4,8 @@
 //    KOLO_TIMEOUT (10 s) + 5 s of the kill;
 //  - a rank SIGSTOPped: within KOLO_TIMEOUT (3 s) + a little, the survivors fail with errors
 //    saying they timed out waiting for a (named) rank; the first to time out raises
-//    TimeoutError, the others may learn it from its abort (a PeerError carrying that text);
+//    TimeoutError, the others may learn it from its abort (carrying that text); that every
+//    survivor blames the stopped rank itself is test_blame.cpp's;
 //  - rank 0 calling broadcast while the others call allreduce, and an allreduce with a
 //    different count on one rank: every rank fails (at the latest on its next call, since a
 //    broadcast root only sends), and the MismatchError text names both collectives / counts;
@@ -93,8 +94,7 @@ TEST(Faults, StoppedRankMakesSurvivorsTimeOut) {
     const std::string text = error_text(rank);
     some_timeout_error = some_timeout_error || contains(error_kind(rank), "TimeoutError");
     EXPECT_TRUE(contains(text, "timed out")) << "rank " << r << "'s error does not say it timed out: " << rank.describe();
-    // Each survivor names the peer it was waiting for: the stopped rank, or a survivor that
-    // was itself stuck behind it.
+    // Each survivor names a rank (which one, the blame chain: test_blame.cpp).
     EXPECT_TRUE(std::regex_search(text, std::regex("rank [0-9]+"))) << "rank " << r << "'s error names no rank: " << rank.describe();
     EXPECT_LE(rank.seconds - stopped_at, kKoloTimeout + 4) << "rank " << r << " took too long to time out: " << rank.describe();
   }

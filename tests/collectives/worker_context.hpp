@@ -29,7 +29,7 @@ using Scenario = void (*)(WorkerContext&);
 void scenario_matrix(WorkerContext& ctx);            // args: collective name
 void scenario_inflight(WorkerContext& ctx);
 void scenario_subgroups(WorkerContext& ctx);
-void scenario_allreduce_loop(WorkerContext& ctx);    // runs until an error (or 60 s)
+void scenario_allreduce_loop(WorkerContext& ctx);    // args: [COUNT]; runs until an error (or 60 s)
 void scenario_mismatch_collective(WorkerContext& ctx);
 void scenario_mismatch_count(WorkerContext& ctx);
 void scenario_join(WorkerContext& ctx);              // joins, one barrier, leaves

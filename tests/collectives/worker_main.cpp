@@ -56,7 +56,7 @@ const std::map<std::string, Scenario>& scenarios() {
 std::string error_kind(const std::exception& e) {
   if (const auto* m = dynamic_cast<const MismatchError*>(&e)) return "MismatchError(peer " + std::to_string(m->peer_rank()) + ")";
   if (const auto* p = dynamic_cast<const PeerError*>(&e)) return "PeerError(peer " + std::to_string(p->peer_rank()) + ")";
-  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
+  if (const auto* t = dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError(peer " + std::to_string(t->peer_rank()) + ")";
   if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
   if (dynamic_cast<const Error*>(&e)) return "Error";
   return std::string("non-kolo exception ") + typeid(e).name();

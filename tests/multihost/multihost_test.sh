@@ -265,6 +265,9 @@ test_ImpairedLinksGiveExactResults() {
 # names a rank of the lost host. Ranks are started by hand, one per host, to time each.
 # kill|stop: only the rank on kolo-h3 gets SIGKILL|SIGSTOP; its host stays up (a kill's sockets
 # close, so every survivor must name rank 3 at once; a stop is silence, as a cut).
+# stop|cut|crash: silence, so the timed-out survivors settle whom to blame through the store on kolo-h0
+# (the blame chain, src/engine/blame.hpp): every survivor must say rank 3 did not report, also
+# those that waited for a live rank stuck behind it (the double binary tree's rank 1).
 lose_host() {  # lose_host cut|crash|kill|stop TRIAL -> appends "trial worst_ms named_lost" to $WORK/$1.results
   local how=$1 trial=$2 timeout_s=5 n=4 lost=3 r
   "$NET" up --hosts $n || return 1
@@ -298,11 +301,16 @@ lose_host() {  # lose_host cut|crash|kill|stop TRIAL -> appends "trial worst_ms 
     # The exits are collected in rank order, so a rank's time is an upper bound.
     [ $took -le $(( (timeout_s + 6) * 1000 )) ] || fail "rank $r took $took ms (KOLO_TIMEOUT=$timeout_s)"
     [ -n "$err" ] || fail "rank $r's error names no rank"
-    [ $r -ne $lost ] && grep -q "rank $lost" "$WORK/rank$r" && named=$((named + 1))
+    local names="rank $lost"
+    case "$how" in stop|cut|crash) names="rank $lost did not report" ;; esac
+    [ $r -ne $lost ] && grep -q "$names" "$WORK/rank$r" && named=$((named + 1))
     [ $took -gt $worst ] && worst=$took
   done
   [ $named -ge 1 ] || fail "no survivor's error names rank $lost, the rank of the lost host"
   [ "$how" = kill ] && [ $named -ne $((n - 1)) ] && fail "a killed rank's sockets close: all $((n - 1)) survivors must name rank $lost, $named did"
+  case "$how" in
+    stop|cut|crash) [ $named -eq $((n - 1)) ] || fail "the blame chain: all $((n - 1)) survivors must say rank $lost did not report, $named did" ;;
+  esac
   if [ -n "$lost_pids" ]; then  # a stopped rank would outlive its namespace
     for pid in $lost_pids; do kill -KILL "$pid" 2>/dev/null; done
     wait "${pids[$lost]}" 2>/dev/null
