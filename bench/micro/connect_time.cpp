@@ -15,23 +15,13 @@
 #include <vector>
 
 #include "kolo/kolo.hpp"
+#include "open_sockets.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int open_sockets() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    char path[300], target[64] = {};
-    std::snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-    if (readlink(path, target, sizeof target - 1) > 0 && std::strncmp(target, "socket:", 7) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
+using kolo::testing_support::open_sockets;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 

@@ -21,22 +21,12 @@
 #include <vector>
 
 #include "worker_context.hpp"
+#include "open_sockets.hpp"
 
 namespace kolo::coltest {
 namespace {
 
-int open_sockets() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    char path[300], target[64] = {};
-    std::snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-    if (readlink(path, target, sizeof target - 1) > 0 && std::strncmp(target, "socket:", 7) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
+using kolo::testing_support::open_sockets;
 
 void ring_allreduce(ProcessGroup& g, CheckLog& log) {
   std::vector<float> v(8192, 1.0f);

@@ -20,6 +20,7 @@
 #include "transports/tcp/tcp_device.hpp"
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
+#include "open_sockets.hpp"
 
 using namespace kolo;
 using namespace std::chrono_literals;
@@ -57,19 +58,7 @@ transport::Bootstrap boot(Store& store, int rank, int size, Sink* sink) {
   return b;
 }
 
-// Sockets this process holds: /proc/self/fd entries that link to "socket:[...]".
-int open_sockets() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    char path[300], target[64] = {};
-    std::snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-    if (readlink(path, target, sizeof target - 1) > 0 && std::strncmp(target, "socket:", 7) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
+using kolo::testing_support::open_sockets;
 
 struct World {
   std::shared_ptr<Store> store = make_hash_store();
