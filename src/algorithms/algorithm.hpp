@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "algorithms/comm.hpp"
 #include "algorithms/cost_model.hpp"
@@ -18,7 +19,9 @@ struct Algorithm {
 
 // Every registered algorithm (registry.cpp).
 const std::vector<const Algorithm*>& all_algorithms();
-const Algorithm* find_algorithm(CollKind kind, const std::string& name);  // null if none
+// Null if none. A string_view: selection looks names up on every call, and a literal must not
+// become a std::string first.
+const Algorithm* find_algorithm(CollKind kind, std::string_view name);
 // Picks the algorithm for these arguments: `requested` (Options.algorithm, else KOLO_ALGO) when
 // it names one that supports them, else the automatic choice by size and rank count (select.cpp).
 // The tunables the automatic choice reads. A group reads them once, when it is created, so

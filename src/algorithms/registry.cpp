@@ -36,7 +36,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
   return list;
 }
 
-const Algorithm* find_algorithm(CollKind kind, const std::string& name) {
+const Algorithm* find_algorithm(CollKind kind, std::string_view name) {
   for (const Algorithm* a : all_algorithms())
     if (a->kind == kind && name == a->name) return a;
   return nullptr;
