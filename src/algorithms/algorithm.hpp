@@ -44,4 +44,28 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
 // The same for `nranks` ranks on one host, reading the tunables now.
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested);
 
+// A group's last choice per collective. Without a per-call request the choice depends only on
+// the collective and its per-rank bytes (the layout and tunables are the group's, fixed at
+// creation; supports() reads only the layout), and training loops repeat the same few sizes:
+// a hit costs a compare instead of the rule, a registry walk by name and the model's
+// predictions (about 400 instructions). Not thread-safe: the group calls it under its issue lock.
+class SelectionMemo {
+ public:
+  // The algorithm for `args` and its index in all_algorithms() (what the stamp carries).
+  struct Choice {
+    const Algorithm* algorithm;
+    uint8_t index;
+  };
+  Choice choose(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
+                const SelectionTunables& tunables);
+
+ private:
+  struct Entry {
+    bool valid = false;
+    size_t bytes = 0;
+    Choice choice{nullptr, 0};
+  };
+  Entry last_[kNumCollKinds];
+};
+
 }  // namespace kolo::algo

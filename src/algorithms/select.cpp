@@ -30,6 +30,7 @@
 // takes "hier" for allreduce and broadcast above KOLO_SMALL_BYTES, and for allgather and
 // reduce_scatter too when its hosts hold equal consecutive blocks of ranks; the small-message
 // choices stay (they are latency-bound, and rd/direct already take log2 P or one round).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -214,6 +215,18 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
   // One rank: every algorithm is a local copy, nothing to predict.
   if (!tunables.use_model || hosts.size() <= 1) return rule;
   return cheapest(args, hosts, tunables, rule);
+}
+
+SelectionMemo::Choice SelectionMemo::choose(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
+                                             const SelectionTunables& tunables) {
+  // A per-call request is parsed every time (and not remembered): it may differ call by call.
+  Entry* e = requested.empty() ? &last_[static_cast<int>(args.kind)] : nullptr;
+  if (e != nullptr && e->valid && e->bytes == args.bytes()) return e->choice;
+  const Algorithm& a = select_algorithm(args, hosts, requested, tunables);
+  const auto& all = all_algorithms();
+  const Choice c{&a, static_cast<uint8_t>(std::find(all.begin(), all.end(), &a) - all.begin())};
+  if (e != nullptr) *e = Entry{true, args.bytes(), c};
+  return c;
 }
 
 const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::string& requested) {

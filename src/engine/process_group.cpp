@@ -38,6 +38,7 @@ struct ProcessGroup::Impl {
   std::vector<std::string> host_ids;
   algo::HostLayout hosts;  // host_ids as algorithms see them (selection, hierarchical algorithms)
   algo::SelectionTunables selection = algo::SelectionTunables::from_config();  // read once per group
+  algo::SelectionMemo chosen;  // under `mu`
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
 
   std::mutex mu;  // issue order
@@ -122,9 +123,13 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   engine::Task t;
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   bool p2p = args.kind == CollKind::send || args.kind == CollKind::recv;
-  if (!p2p) t.algorithm = &algo::select_algorithm(args, hosts, opts.algorithm, selection);
   std::lock_guard<std::mutex> lk(mu);
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
+  algo::SelectionMemo::Choice choice{nullptr, 0};
+  if (!p2p) {
+    choice = chosen.choose(args, hosts, opts.algorithm, selection);
+    t.algorithm = choice.algorithm;
+  }
   engine::Stamp& s = t.stamp;
   s.kind = args.kind;
   s.dtype = args.dtype;
@@ -142,8 +147,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
     s.op = reduces ? args.op.kind : ReduceKind::sum;
     s.root_or_tag = static_cast<uint32_t>(args.root);
-    const auto& all = algo::all_algorithms();
-    s.algo_index = static_cast<uint8_t>(std::find(all.begin(), all.end(), t.algorithm) - all.begin());
+    s.algo_index = choice.index;
   }
   t.args = std::move(args);
   t.work = engine::WorkAccess::make(works, algo::coll_name(t.args.kind), s.seq);
