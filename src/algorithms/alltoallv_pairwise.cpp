@@ -23,30 +23,31 @@ size_t extent(const std::vector<size_t>& counts, const std::vector<size_t>& disp
 
 void run(Comm& comm) {
   const CollArgs& a = comm.args();
+  const VarCounts& v = *a.v;
   const int P = comm.size(), r = comm.rank();
   const size_t es = a.elem_size();
   const auto self = static_cast<size_t>(r);
-  if (a.send_counts[self] != a.recv_counts[self])
+  if (v.send_counts[self] != v.recv_counts[self])
     throw InvalidArgument("kolo: alltoallv: rank " + std::to_string(r) + " sends itself " +
-                          std::to_string(a.send_counts[self]) + " elements but expects " +
-                          std::to_string(a.recv_counts[self]));
+                          std::to_string(v.send_counts[self]) + " elements but expects " +
+                          std::to_string(v.recv_counts[self]));
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
-  const size_t send_bytes = extent(a.send_counts, a.send_displs) * es;
-  const size_t recv_bytes = extent(a.recv_counts, a.recv_displs) * es;
+  const size_t send_bytes = extent(v.send_counts, v.send_displs) * es;
+  const size_t recv_bytes = extent(v.recv_counts, v.recv_displs) * es;
   const auto s0 = reinterpret_cast<uintptr_t>(send), r0 = reinterpret_cast<uintptr_t>(recv);
   if (send_bytes != 0 && recv_bytes != 0 && s0 < r0 + recv_bytes && r0 < s0 + send_bytes) {
     char* copy = static_cast<char*>(comm.scratch(send_bytes, 0));
     std::memcpy(copy, send, send_bytes);
     send = copy;
   }
-  auto out = [&](int peer) { return byte_at(send, a.send_displs[static_cast<size_t>(peer)], es); };
-  auto in = [&](int peer) { return byte_at(recv, a.recv_displs[static_cast<size_t>(peer)], es); };
-  copy_unless_same(in(r), out(r), a.recv_counts[self] * es);
+  auto out = [&](int peer) { return byte_at(send, v.send_displs[static_cast<size_t>(peer)], es); };
+  auto in = [&](int peer) { return byte_at(recv, v.recv_displs[static_cast<size_t>(peer)], es); };
+  copy_unless_same(in(r), out(r), v.recv_counts[self] * es);
   for (int i = 1; i < P; ++i) {
     const int to = (r + i) % P, from = ring_mod(r - i, P);
-    sendrecv(comm, to, out(to), a.send_counts[static_cast<size_t>(to)] * es, from, in(from),
-             a.recv_counts[static_cast<size_t>(from)] * es);
+    sendrecv(comm, to, out(to), v.send_counts[static_cast<size_t>(to)] * es, from, in(from),
+             v.recv_counts[static_cast<size_t>(from)] * es);
   }
 }
 

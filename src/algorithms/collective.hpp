@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 #include "kolo/types.hpp"
 
@@ -14,9 +15,13 @@ enum class CollKind : uint8_t {
 constexpr int kNumCollKinds = 12;
 const char* coll_name(CollKind k);
 
+// alltoallv's counts and displacements, in elements, one per rank.
+struct VarCounts {
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+};
+
 // Arguments as ProcessGroup received them (see include/kolo/process_group.hpp for the
-// conventions); `count` is in elements and per rank as there. For alltoallv the vectors hold
-// counts and displacements in elements. Validation has already happened.
+// conventions); `count` is in elements and per rank as there. Validation has already happened.
 struct CollArgs {
   CollKind kind = CollKind::allreduce;
   DataType dtype = DataType::float32;
@@ -26,7 +31,9 @@ struct CollArgs {
   size_t count = 0;
   int root = 0;  // also the peer for send/recv
   uint32_t tag = 0;  // send/recv only
-  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  // alltoallv only (null otherwise). Behind a pointer because every operation's arguments are
+  // moved into and out of the engine's queue: four vectors there cost every collective.
+  std::shared_ptr<const VarCounts> v;
 
   size_t elem_size() const { return dtype_size(dtype); }
   size_t bytes() const { return count * elem_size(); }  // per-rank bytes

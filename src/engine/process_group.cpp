@@ -227,10 +227,7 @@ WorkPtr ProcessGroup::alltoallv(Buffer send, const std::vector<size_t>& send_cou
                                 Buffer recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                 const AllToAllOptions& opts) {
   CollArgs a = make_args(CollKind::alltoallv, send, recv, 0);
-  a.send_counts = send_counts;
-  a.send_displs = send_displs;
-  a.recv_counts = recv_counts;
-  a.recv_displs = recv_displs;
+  a.v = std::make_shared<const algo::VarCounts>(algo::VarCounts{send_counts, send_displs, recv_counts, recv_displs});
   return impl_->issue(std::move(a), send, recv, opts);
 }
 

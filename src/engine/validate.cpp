@@ -110,18 +110,20 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
       return;
     }
     case CollKind::alltoallv: {
+      if (!a.v) refuse(a, "no counts and displacements");
+      const algo::VarCounts& v = *a.v;
       const char* names[4] = {"send_counts", "send_displs", "recv_counts", "recv_displs"};
-      const std::vector<size_t>* vecs[4] = {&a.send_counts, &a.send_displs, &a.recv_counts, &a.recv_displs};
+      const std::vector<size_t>* vecs[4] = {&v.send_counts, &v.send_displs, &v.recv_counts, &v.recv_displs};
       for (int i = 0; i < 4; ++i)
         if (vecs[i]->size() != N)
           refuse(a, std::string(names[i]) + " has " + std::to_string(vecs[i]->size()) + " entries; the group has " + std::to_string(size) + " ranks");
       size_t send_end = 0, recv_end = 0;
       for (size_t i = 0; i < N; ++i) {
-        if (a.send_displs[i] > std::numeric_limits<size_t>::max() - a.send_counts[i] ||
-            a.recv_displs[i] > std::numeric_limits<size_t>::max() - a.recv_counts[i])
+        if (v.send_displs[i] > std::numeric_limits<size_t>::max() - v.send_counts[i] ||
+            v.recv_displs[i] > std::numeric_limits<size_t>::max() - v.recv_counts[i])
           refuse(a, "count + displacement overflows for rank " + std::to_string(i));
-        if (a.send_counts[i]) send_end = std::max(send_end, a.send_displs[i] + a.send_counts[i]);
-        if (a.recv_counts[i]) recv_end = std::max(recv_end, a.recv_displs[i] + a.recv_counts[i]);
+        if (v.send_counts[i]) send_end = std::max(send_end, v.send_displs[i] + v.send_counts[i]);
+        if (v.recv_counts[i]) recv_end = std::max(recv_end, v.recv_displs[i] + v.recv_counts[i]);
       }
       checked_bytes(a, send_end, 1, "send");
       checked_bytes(a, recv_end, 1, "receive");

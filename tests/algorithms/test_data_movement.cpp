@@ -21,6 +21,7 @@ namespace {
 
 using algo::CollArgs;
 using algo::CollKind;
+using algo::VarCounts;
 
 struct Move {
   int nranks;
@@ -246,25 +247,28 @@ std::string run_alltoallv(const algo::Algorithm& algo, int nranks, size_t scale,
     CollArgs& a = args[r];
     a.kind = CollKind::alltoallv;
     a.dtype = t;
-    a.send_counts.resize(P);
-    a.send_displs.resize(P);
-    a.recv_counts.resize(P);
-    a.recv_displs.resize(P);
+    auto counts = std::make_shared<VarCounts>();
+    VarCounts& v = *counts;
+    a.v = counts;
+    v.send_counts.resize(P);
+    v.send_displs.resize(P);
+    v.recv_counts.resize(P);
+    v.recv_displs.resize(P);
     size_t send_end = 0, recv_end = 0;
     for (size_t d = P; d-- > 0;) {
-      a.send_counts[d] = count(r, d);
-      a.send_displs[d] = send_end;
+      v.send_counts[d] = count(r, d);
+      v.send_displs[d] = send_end;
       send_end += count(r, d) + 1;
     }
     for (size_t s = 0; s < P; ++s) {
-      a.recv_counts[s] = count(s, r);
-      a.recv_displs[s] = recv_end;
+      v.recv_counts[s] = count(s, r);
+      v.recv_displs[s] = recv_end;
       recv_end += count(s, r) + 2;
     }
     send[r] = GuardedBuffer((in_place ? std::max(send_end, recv_end) : send_end) * es);
     recv[r] = GuardedBuffer(in_place ? 0 : recv_end * es);
     for (size_t d = 0; d < P; ++d)
-      fill_pattern(send[r].data() + a.send_displs[d] * es, a.send_counts[d], es, static_cast<int>(r), d * 100000);
+      fill_pattern(send[r].data() + v.send_displs[d] * es, v.send_counts[d], es, static_cast<int>(r), d * 100000);
     before[r].assign(send[r].data(), send[r].data() + send[r].bytes());
     a.send = send[r].data();
     a.recv = in_place ? send[r].data() : recv[r].data();
@@ -276,13 +280,13 @@ std::string run_alltoallv(const algo::Algorithm& algo, int nranks, size_t scale,
       return what + "rank " + std::to_string(r) + "'s send buffer changed";
     const auto* out = static_cast<const unsigned char*>(args[r].recv);
     for (size_t s = 0; s < P; ++s) {
-      if (std::string e = check_pattern(out + args[r].recv_displs[s] * es, args[r].recv_counts[s], es, static_cast<int>(s), r * 100000);
+      if (std::string e = check_pattern(out + args[r].v->recv_displs[s] * es, args[r].v->recv_counts[s], es, static_cast<int>(s), r * 100000);
           !e.empty())
         return what + "rank " + std::to_string(r) + " block from rank " + std::to_string(s) + ": " + e;
       // The gap after each block is not the receiver's to write.
       if (!in_place)
         for (size_t g = 0; g < 2 * es; ++g)
-          if (out[(args[r].recv_displs[s] + args[r].recv_counts[s]) * es + g] != 0xEE)
+          if (out[(args[r].v->recv_displs[s] + args[r].v->recv_counts[s]) * es + g] != 0xEE)
             return what + "rank " + std::to_string(r) + " wrote into the gap after the block from rank " + std::to_string(s);
     }
   }

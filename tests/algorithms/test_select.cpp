@@ -111,6 +111,33 @@ TEST_F(Select, KoloAlgoAppliesWhenTheCallAsksForNothingAndTheCallWins) {
   EXPECT_EQ(pick(CollKind::allreduce, 10, 4), "rd");
 }
 
+// The group's memo answers exactly what select_algorithm answers, for any order of sizes and
+// collectives, with the stamp's index; a per-call request is obeyed, never remembered.
+TEST_F(Select, MemoAgreesWithSelectionAndIgnoresPerCallRequests) {
+  const SelectionTunables t = SelectionTunables::from_config();
+  const HostLayout hosts = HostLayout::from_indices({0, 0, 1, 1, 2, 2, 3, 3});
+  SelectionMemo memo;
+  const size_t sizes[] = {0, 1024, 1024, 1025, 8192, 8193, 8193, 1 << 20, 1024, 1 << 20, 7};
+  const CollKind kinds[] = {CollKind::allreduce, CollKind::broadcast, CollKind::allgather, CollKind::reduce_scatter};
+  const auto& all = all_algorithms();
+  for (int round = 0; round < 2; ++round)
+    for (size_t bytes : sizes)
+      for (CollKind k : kinds) {
+        const CollArgs a = args(k, bytes, DataType::uint8);
+        const Algorithm& expected = select_algorithm(a, hosts, "", t);
+        const SelectionMemo::Choice c = memo.choose(a, hosts, "", t);
+        ASSERT_EQ(c.algorithm, &expected) << coll_name(k) << " " << bytes;
+        ASSERT_LT(c.index, all.size());
+        EXPECT_EQ(all[c.index], &expected);
+      }
+  // 10 bytes of allreduce: the memo has "rd" for it; a request for "ring" wins, and is not
+  // remembered for the next call that asks for nothing.
+  const CollArgs small = args(CollKind::allreduce, 10, DataType::uint8);
+  EXPECT_STREQ(memo.choose(small, hosts, "", t).algorithm->name, "rd");
+  EXPECT_STREQ(memo.choose(small, hosts, "ring", t).algorithm->name, "ring");
+  EXPECT_STREQ(memo.choose(small, hosts, "", t).algorithm->name, "rd");
+}
+
 void expect_refused(const std::string& spec, CollKind kind, const std::vector<std::string>& mentions) {
   try {
     CollArgs a;
