@@ -386,8 +386,9 @@ INSTANTIATE_TEST_SUITE_P(Registered, SendRecvAlgorithms,
 TEST(Registry, EveryCollectiveHasAnAlgorithm) {
   for (int k = 0; k < algo::kNumCollKinds; ++k)
     EXPECT_FALSE(names_of(static_cast<CollKind>(k)).empty()) << algo::coll_name(static_cast<CollKind>(k));
-  for (const std::string& name : names_of(CollKind::recv))
+  for (const std::string& name : names_of(CollKind::recv)) {
     if (name != "any") EXPECT_NE(algo::find_algorithm(CollKind::send, name), nullptr) << name;
+  }
   ASSERT_NE(algo::find_algorithm(CollKind::recv, "any"), nullptr);
   EXPECT_NE(algo::find_algorithm(CollKind::send, "direct"), nullptr);
   for (const algo::Algorithm* a : algo::all_algorithms())
