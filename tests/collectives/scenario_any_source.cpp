@@ -150,12 +150,13 @@ void zero_bytes(ProcessGroup& g, CheckLog& log) {
   so.tag = 9;
   RecvOptions ro;
   ro.tag = 9;
+  int32_t none = 0;  // a pointer with no elements behind it
   if (g.rank() != 0) {
-    g.send(Buffer(static_cast<int32_t*>(nullptr), 0), 0, so)->wait();
+    g.send(Buffer(&none, 0), 0, so)->wait();
   } else {
     std::vector<int> sources;
     for (int k = 1; k < g.size(); ++k) {
-      WorkPtr w = g.recv(Buffer(static_cast<int32_t*>(nullptr), 0), kAnySource, ro);
+      WorkPtr w = g.recv(Buffer(&none, 0), kAnySource, ro);
       w->wait();
       sources.push_back(w->source_rank());
     }
