@@ -310,20 +310,21 @@ def matrix(c, subgroup_ranks=None):
 
 def any_source(c):
     """dist.recv and dist.irecv without src, on kolo and on gloo with the same checks: every other
-    rank sends rank 0 one tensor with one tag, in an order that changes from round to round, and
-    rank 0's size - 1 receives must name every sender exactly once (dist.recv's return value,
-    irecv's work.source_rank()), each with that sender's data."""
+    rank sends the round's receiver (rank 0, the last rank, rank 1: senders below and above it)
+    one tensor with one tag, in an order that changes from round to round, and the receiver's
+    size - 1 receives must name every sender exactly once (dist.recv's return value, irecv's
+    work.source_rank()), each with that sender's data."""
     import time
     rank, size = c.rank, c.size
     if size < 2:
         return
-    for rnd, use_irecv in enumerate((False, True, False)):
+    for rnd, (receiver, use_irecv) in enumerate(((0, False), (size - 1, True), (1, False))):
         for backend, g in (("kolo", c.kolo), ("gloo", c.gloo)):
             name = "rank %d %s any source on %s, round %d" % (rank, "irecv" if use_irecv else "recv", backend, rnd)
             tag = 5 + rnd
-            if rank != 0:
-                time.sleep(0.03 * ((rank + rnd) % (size - 1)))
-                dist.send(make(rank, 6, torch.float32, 40 + rnd), 0, group=g, tag=tag)
+            if rank != receiver:
+                time.sleep(0.03 * ((rank + rnd) % size))
+                dist.send(make(rank, 6, torch.float32, 40 + rnd), receiver, group=g, tag=tag)
             else:
                 sources = []
                 for _ in range(size - 1):
@@ -336,12 +337,12 @@ def any_source(c):
                     else:
                         src = dist.recv(t, group=g, tag=tag)
                     sources.append(src)
-                    if not 0 < src < size:
+                    if not 0 <= src < size or src == receiver:
                         c.failures.append("%s: source rank %s" % (name, src))
                     elif not torch.equal(t, make(src, 6, torch.float32, 40 + rnd)):
                         c.failures.append("%s: the tensor from rank %d holds %s" % (name, src, t))
                 c.checks += 1
-                if sorted(sources) != list(range(1, size)):
+                if sorted(sources) != [r for r in range(size) if r != receiver]:
                     c.failures.append("%s: sources %s, not every other rank once" % (name, sources))
             dist.barrier(group=g)
 
