@@ -1,5 +1,6 @@
 // Receives from any source (ProcessGroup::recv with kAnySource) between real processes, over
-// shared memory, TCP and TCP connecting on demand: the scenarios are in scenario_any_source.cpp.
+// shared memory, TCP, TCP connecting on demand and the environment's transport (ibverbs in the
+// RDMA VM): the scenarios are in scenario_any_source.cpp.
 // Each successful world ends with every rank printing "OK rank"; the failing ones must raise on
 // rank 0 the error that names the right rank (or, for a timeout, the tag).
 #include <gtest/gtest.h>
@@ -16,9 +17,11 @@ void expect_all_ok(const WorldOutcome& outcome) {
   for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
 }
 
+// `transport` null: whatever the environment picks (shm here; ibverbs in the RDMA VM, whose
+// tests/rdma/guest-run.sh exports KOLO_TRANSPORT=ibverbs).
 LaunchSpec any_source(int world, const char* transport, bool lazy = false) {
   LaunchSpec spec = worker_launch("any-source", world, std::chrono::seconds(90), "30");
-  spec.env["KOLO_TRANSPORT"] = transport;
+  if (transport) spec.env["KOLO_TRANSPORT"] = transport;
   if (lazy) spec.env["KOLO_CONNECT"] = "lazy";
   return spec;
 }
@@ -29,6 +32,10 @@ TEST(AnySource, EverySenderOnceWithItsDataOverSharedMemory) {
 
 TEST(AnySource, EverySenderOnceWithItsDataOverTcp) {
   for (int world : {2, 4}) expect_all_ok(run_world(any_source(world, "tcp")));
+}
+
+TEST(AnySource, EverySenderOnceWithItsDataOverTheEnvironmentsTransport) {
+  expect_all_ok(run_world(any_source(4, nullptr)));
 }
 
 TEST(AnySource, EverySenderOnceWithItsDataOverTcpConnectingOnDemand) {
