@@ -33,6 +33,14 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
   temp_.reset();
 }
 
+// "1.5", "60": a timeout in seconds as the error messages say it.
+static std::string seconds_text(std::chrono::milliseconds t) {
+  std::string secs = std::to_string(t.count() / 1000.0);
+  secs.erase(secs.find_last_not_of('0') + 1);
+  if (!secs.empty() && secs.back() == '.') secs.pop_back();
+  return secs;
+}
+
 std::string describe_operation(const algo::CollArgs& args, uint64_t seq) {
   if (args.kind == algo::CollKind::recv && args.root < 0)
     return "recv from any source #" + std::to_string(seq) + " (tag " + std::to_string(args.tag) + ")";
@@ -74,10 +82,8 @@ void EngineComm::wait_for_arrival() {
   }
   const auto now = Clock::now();
   if (now >= deadline_) {
-    std::string secs = std::to_string(timeout_.count() / 1000.0);
-    secs.erase(secs.find_last_not_of('0') + 1);
-    if (!secs.empty() && secs.back() == '.') secs.pop_back();
-    throw TimeoutError("kolo: " + where() + " timed out after " + secs + " s: no rank sent this rank a message with tag " +
+    throw TimeoutError("kolo: " + where() + " timed out after " + seconds_text(timeout_) +
+                       " s: no rank sent this rank a message with tag " +
                        std::to_string(args_.tag) + " (a receive of " + std::to_string(args_.bytes()) +
                        " bytes); is the sender stuck, dead, or using another tag?");
   }
@@ -158,7 +164,8 @@ void EngineComm::wait(algo::Req r) {
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline_) raise_timeout(where(), timeout_, req, WaitFor{waits_.collective, waits_.seq, req.peer}, group_.blame.get());
+    if (now >= deadline_)
+      raise_timeout(where(), timeout_, req, WaitFor{waits_.collective, waits_.seq, req.peer}, group_.blame.get());
     if (moved) continue;
     if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     if (now >= spin_until) {
@@ -176,9 +183,7 @@ void EngineComm::wait(algo::Req r) {
 
 std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r,
                            const Blame* blame) {
-  std::string secs = std::to_string(timeout.count() / 1000.0);
-  secs.erase(secs.find_last_not_of('0') + 1);
-  if (!secs.empty() && secs.back() == '.') secs.pop_back();
+  const std::string secs = seconds_text(timeout);
   std::string msg = "kolo: " + where + " timed out after " + secs + " s waiting for rank " + std::to_string(r.peer) + " (" +
                     (r.is_send ? "send" : "receive") + " of " + std::to_string(r.bytes) + " bytes, " +
                     std::to_string(r.transferred) + " done)";
