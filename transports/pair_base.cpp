@@ -17,10 +17,19 @@ void PairBase::post_send(const void* buf, size_t bytes, const Tag& tag, Request*
 }
 
 void PairBase::post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) {
+  peek_wanted_ = false;
   req->start(peer_, false, tag, bytes);
   if (refuse(req)) return;
   recvs_.push_back(RecvOp{static_cast<char*>(buf), bytes, 0, tag, req});
   on_recv_posted();
+}
+
+bool PairBase::peek_incoming(Tag* tag, uint64_t* bytes) {
+  // A posted receive owns the next message: it is nobody else's to look at.
+  if (failed_ || gone_ || !recvs_.empty()) return false;
+  if (peek_header(tag, bytes)) return true;
+  peek_wanted_ = true;
+  return false;
 }
 
 bool PairBase::match_first_recv(const Tag& got, uint64_t got_bytes) {

@@ -31,6 +31,10 @@ class PairBase : public Pair {
   // Starts the request; refuses it (failed at once) if this connection can carry no more.
   void post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) final;
   void post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) final;
+  // The contract's part (no receive posted, not failed or gone); the transport's peek_header()
+  // reads the header. A false answer also notes that someone waits for a message here
+  // (peek_wanted_), which a transport that must ask its peer for wake-ups (shm) honours.
+  bool peek_incoming(Tag* tag, uint64_t* bytes) final;
 
   // The first failure: fails every pending request with `why` and reports it to the sink; later
   // calls do nothing. Always returns true (progress functions return it as "state changed").
@@ -62,6 +66,9 @@ class PairBase : public Pair {
   // Hooks. The new request is sends_.back() / recvs_.back(): move it now if it can move.
   virtual void on_send_posted() = 0;
   virtual void on_recv_posted() = 0;
+  // The header (tag and size) of the next incoming message, if it has arrived and nothing of
+  // the message has been consumed; only asked while no receive is posted.
+  virtual bool peek_header(Tag* tag, uint64_t* bytes) const = 0;
   // Runs once, when the pair fails, before the pending requests fail.
   virtual void on_fail() {}
   // Fails requests the transport holds beyond the two queues (sent, not yet acknowledged) and
@@ -92,6 +99,9 @@ class PairBase : public Pair {
   bool hung_up_ = false;         // the peer's side ended: nothing more will arrive
   bool peer_failed_us_ = false;  // the failure came from the peer (died, aborted): no notice back
   bool abort_sent_ = false;
+  // A peek found nothing: an any-source receive waits for this pair's next message although no
+  // receive is posted. Cleared by the next post_recv; shm also clears it when it wakes.
+  bool peek_wanted_ = false;
 
  private:
   // Fails `req` at once if the connection can carry nothing more; true if it did.

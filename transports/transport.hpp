@@ -79,6 +79,13 @@ class Pair {
   virtual ~Pair() = default;
   virtual void post_send(const void* buf, size_t bytes, const Tag& tag, Request* req) = 0;
   virtual void post_recv(void* buf, size_t bytes, const Tag& tag, Request* req) = 0;
+  // A look at the next incoming message that consumes nothing: true, with its tag and size,
+  // when its header has arrived and no receive is posted on this pair (the message waits for
+  // one). False when nothing has arrived, a receive is posted, or the pair failed. It moves
+  // nothing itself (the device's poll() does); a receive posted afterwards gets the message
+  // whole. This is how a receive from any source picks its peer without taking a message from
+  // several (the engine's recv "any", src/algorithms/recv_any.cpp).
+  virtual bool peek_incoming(Tag* tag, uint64_t* bytes) = 0;
 };
 
 // Told by a device when a peer is lost; the engine turns the first report into the group's error.

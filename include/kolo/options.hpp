@@ -30,7 +30,8 @@ struct ReduceScatterOptions : CommonOptions { ReduceOp op = ReduceKind::sum; };
 struct AllToAllOptions : CommonOptions {};
 struct BarrierOptions : CommonOptions {};
 // Point-to-point: a send matches the receive the peer posted in the same order; both must name
-// the same tag, or the receive fails with a MismatchError.
+// the same tag, or the receive fails with a MismatchError. A receive from any source
+// (kAnySource) takes the first sender's next message that carries its tag.
 struct SendOptions : CommonOptions { uint32_t tag = 0; };
 struct RecvOptions : CommonOptions { uint32_t tag = 0; };
 

@@ -25,6 +25,10 @@
 
 namespace kolo {
 
+// ProcessGroup::recv's `src` for "whichever rank sends first" (MPI_ANY_SOURCE, torch's
+// dist.recv without src).
+inline constexpr int kAnySource = -1;
+
 struct GroupOptions {
   std::chrono::milliseconds timeout{0};  // 0: KOLO_TIMEOUT or 300 s
   std::string transport;                 // "": KOLO_TRANSPORT or automatic
@@ -61,6 +65,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                     const AllToAllOptions& opts = {});
   WorkPtr barrier(const BarrierOptions& opts = {});
   WorkPtr send(Buffer buf, int dst, const SendOptions& opts = {});
+  // `src` may be kAnySource: the receive takes the next message with opts.tag that any rank
+  // sends this rank (its size must equal buf's, as for a named source), and the Work's
+  // source_rank() says which rank sent it. Unlike a receive from a named rank, it holds the
+  // group's later operations until such a message has arrived (docs/ARCHITECTURE.md,
+  // "Point-to-point").
   WorkPtr recv(Buffer buf, int src, const RecvOptions& opts = {});
 
   // Collective over this group. Ranks with the same color form a new group ordered by (key,

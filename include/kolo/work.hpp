@@ -46,6 +46,9 @@ class Work {
 
   std::string op_name() const { return op_name_; }
   uint64_t seq() const { return seq_; }
+  // A receive: the rank its message came from (for a receive from kAnySource, known once it
+  // has completed; -1 before). -1 for every other operation.
+  int source_rank() const { return source_rank_.load(std::memory_order_acquire); }
 
  private:
   friend struct engine::WorkAccess;
@@ -62,6 +65,7 @@ class Work {
   std::vector<std::function<void(Work&)>> callbacks_;
   std::weak_ptr<engine::WorkRunner> runner_;  // set once, before the operation is queued
   uint64_t ticket_ = 0;
+  std::atomic<int> source_rank_{-1};  // written by the engine before finish()
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -42,6 +42,17 @@ class Comm {
   void wait_all(std::initializer_list<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
   void wait_all(std::span<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
 
+  // Receiving from any source (recv_any.cpp); a Comm that cannot (a sub-group's, a test's)
+  // keeps these defaults, which refuse. peek_p2p: true when the next message from `peer` that
+  // no receive waits for is a point-to-point message with args().tag (consumes nothing).
+  // wait_for_arrival: drives progress until something may have arrived, sleeping when idle;
+  // throws at the deadline (TimeoutError naming the tag) or on the group's failure.
+  // receive_from: this receive takes its message from `peer`: irecv(peer, ...) then carries
+  // the tag that pair's next point-to-point message must have, and the Work reports `peer`.
+  virtual bool peek_p2p(int peer);
+  virtual void wait_for_arrival();
+  virtual void receive_from(int peer);
+
   // The collective's reduction (dtype and op from args()): dst = dst op src / dst = a op b.
   virtual void reduce(void* dst, const void* src, size_t count) = 0;
   virtual void reduce(void* dst, const void* a, const void* b, size_t count) = 0;

@@ -17,6 +17,7 @@ extern const Algorithm kBarrierDissemination;
 extern const Algorithm kSendDirect, kRecvDirect;
 extern const Algorithm kAllreduceTwoshot;
 extern const Algorithm kAllreduceHier, kBroadcastHier, kAllgatherHier, kReduceScatterHier;
+extern const Algorithm kRecvAny;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -32,6 +33,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kSendDirect,        &kRecvDirect,
       &kAllreduceTwoshot,
       &kAllreduceHier,     &kBroadcastHier,      &kAllgatherHier,     &kReduceScatterHier,
+      &kRecvAny,
   };
   return list;
 }

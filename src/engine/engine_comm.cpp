@@ -27,14 +27,76 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
       deadline_(deadline),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
-      spin_(spin) {
+      spin_(spin),
+      waits_{true, stamp.seq, -1} {
   reqs_.reset();  // the last collective's requests are done, or were failed by its abort
   temp_.reset();
 }
 
+// "1.5", "60": a timeout in seconds as the error messages say it.
+static std::string seconds_text(std::chrono::milliseconds t) {
+  std::string secs = std::to_string(t.count() / 1000.0);
+  secs.erase(secs.find_last_not_of('0') + 1);
+  if (!secs.empty() && secs.back() == '.') secs.pop_back();
+  return secs;
+}
+
+std::string describe_operation(const algo::CollArgs& args, uint64_t seq) {
+  if (args.kind == algo::CollKind::recv && args.root < 0)
+    return "recv from any source #" + std::to_string(seq) + " (tag " + std::to_string(args.tag) + ")";
+  return std::string(algo::coll_name(args.kind)) + " #" + std::to_string(seq);
+}
+
 std::string EngineComm::where() const {
-  return std::string(algo::coll_name(args_.kind)) + " #" + std::to_string(stamp_.seq) + " on rank " +
-         std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
+  return describe_operation(args_, stamp_.seq) + " on rank " + std::to_string(group_.rank) + " of " +
+         std::to_string(group_.size) + " (group " + group_.name + ")";
+}
+
+bool EngineComm::peek_p2p(int peer) {
+  check_peer(peer);
+  transport::Tag tag;
+  uint64_t bytes = 0;
+  if (!ctx_.pair(peer).peek_incoming(&tag, &bytes)) return false;
+  // The sender-specific parts (its sequence number on the pair, count, dtype) are checked by
+  // the real receive, which then names the sender of a mismatch; here only "is it meant for a
+  // point-to-point receive with this tag".
+  const Stamp s = decode(tag);
+  return s.kind == algo::CollKind::send && s.root_or_tag == args_.tag;
+}
+
+void EngineComm::receive_from(int peer) {
+  check_peer(peer);
+  if (!p2p_recv_seq_) throw std::logic_error("kolo: " + where() + ": no point-to-point counters to receive with");
+  Stamp s = stamp_;
+  s.seq = p2p_recv_seq_[peer]++;
+  tag_ = encode(s);
+  source_ = peer;
+  waits_ = WaitFor{false, s.seq, peer};
+}
+
+void EngineComm::wait_for_arrival() {
+  if (ctx_.has_failure()) raise_group_failure();
+  if (ctx_.poll()) {
+    arrival_spin_until_ = {};
+    return;
+  }
+  const auto now = Clock::now();
+  if (now >= deadline_) {
+    throw TimeoutError("kolo: " + where() + " timed out after " + seconds_text(timeout_) +
+                       " s: no rank sent this rank a message with tag " +
+                       std::to_string(args_.tag) + " (a receive of " + std::to_string(args_.bytes()) +
+                       " bytes); is the sender stuck, dead, or using another tag?");
+  }
+  if (arrival_spin_until_ == Clock::time_point{}) arrival_spin_until_ = now + spin_;
+  if (now < arrival_spin_until_) {
+    std::this_thread::yield();
+    return;
+  }
+  // Sleep until a device has something (a header arriving wakes it), then let the transports
+  // read it, so that the caller's next peek sees it.
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
+  ctx_.block(std::min(left, std::chrono::microseconds(50000)));
+  ctx_.poll();
 }
 
 void EngineComm::check_peer(int peer) const {
@@ -102,7 +164,8 @@ void EngineComm::wait(algo::Req r) {
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline_) raise_timeout(where(), timeout_, req, WaitFor{true, stamp_.seq, req.peer}, group_.blame.get());
+    if (now >= deadline_)
+      raise_timeout(where(), timeout_, req, WaitFor{waits_.collective, waits_.seq, req.peer}, group_.blame.get());
     if (moved) continue;
     if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     if (now >= spin_until) {
@@ -120,9 +183,7 @@ void EngineComm::wait(algo::Req r) {
 
 std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r,
                            const Blame* blame) {
-  std::string secs = std::to_string(timeout.count() / 1000.0);
-  secs.erase(secs.find_last_not_of('0') + 1);
-  if (!secs.empty() && secs.back() == '.') secs.pop_back();
+  const std::string secs = seconds_text(timeout);
   std::string msg = "kolo: " + where + " timed out after " + secs + " s waiting for rank " + std::to_string(r.peer) + " (" +
                     (r.is_send ? "send" : "receive") + " of " + std::to_string(r.bytes) + " bytes, " +
                     std::to_string(r.transferred) + " done)";

@@ -46,6 +46,15 @@ class EngineComm final : public algo::Comm {
   void* scratch(size_t bytes, int slot) override;
   void* temp(size_t bytes) override { return temp_.take(bytes); }
   size_t chunk_bytes() const override { return chunk_bytes_; }
+  bool peek_p2p(int peer) override;
+  void wait_for_arrival() override;
+  void receive_from(int peer) override;
+
+  // A receive from any source: the executor's count of point-to-point receives posted per
+  // peer, from which receive_from() takes the chosen pair's next sequence number.
+  void set_p2p_recv_counters(uint64_t* per_peer) { p2p_recv_seq_ = per_peer; }
+  // The rank receive_from() chose, or -1.
+  int source() const { return source_; }
 
   // "allreduce #7 on rank 1 of 4 (group default)"
   std::string where() const;
@@ -71,7 +80,15 @@ class EngineComm final : public algo::Comm {
   RequestArena& reqs_;
   BumpArena& temp_;     // the algorithm's bookkeeping; reset per collective  // stable addresses while the transport holds them; reused per collective
   std::atomic<int>* waiting_slot_ = nullptr;
+  // Receive from any source (recv_any.cpp).
+  uint64_t* p2p_recv_seq_ = nullptr;
+  int source_ = -1;
+  WaitFor waits_{true, 0, -1};  // what a timed-out wait says it waited for (the blame chain)
+  std::chrono::steady_clock::time_point arrival_spin_until_{};
 };
+
+// "allreduce #7", or "recv from any source #2 (tag 5)": how errors name an operation.
+std::string describe_operation(const algo::CollArgs& args, uint64_t seq);
 
 // Shared with point-to-point handling in the executor. The TimeoutError of a wait for `r` that
 // passed its deadline: with a board, after settling whom to blame (blame.hpp), it names the rank

@@ -30,7 +30,8 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
       spin_(config::get_int("KOLO_SPIN_US")),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
-      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))) {
+      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))),
+      p2p_recv_seq_(static_cast<size_t>(group_.size), 0) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -171,7 +172,7 @@ void Executor::close_and_join() {
 bool Executor::failed() const { return failed_.load(); }
 
 std::string Executor::where(const Task& t) const {
-  return std::string(algo::coll_name(t.args.kind)) + " #" + std::to_string(t.stamp.seq) + " on rank " +
+  return describe_operation(t.args, t.stamp.seq) + " on rank " +
          std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
 }
 
@@ -359,6 +360,7 @@ void Executor::run_collective(Task& t) {
   const char* transport = group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self";
   fr_->started(t.fr, start, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
+  if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(p2p_recv_seq_.data());  // recv "any"
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
                                              << transport
                                              << ", " << t.args.bytes() << " bytes per rank");
@@ -373,6 +375,7 @@ void Executor::run_collective(Task& t) {
     fr_->finished(t.fr, false);
     fail_group(e);
     error_delivered_ = true;
+    if (comm.source() >= 0) WorkAccess::set_source_rank(*t.work, comm.source());
     WorkAccess::finish(*t.work, std::current_exception());
     return;
   } catch (const std::exception& e) {
@@ -386,10 +389,12 @@ void Executor::run_collective(Task& t) {
     return;
   }
   fr_->finished(t.fr, true);
+  if (comm.source() >= 0) WorkAccess::set_source_rank(*t.work, comm.source());
   WorkAccess::finish(*t.work, nullptr);
 }
 
 void Executor::post_point_to_point(Task& t) {
+  if (t.args.kind == algo::CollKind::recv) t.stamp.seq = p2p_recv_seq_[static_cast<size_t>(t.args.root)]++;
   Pending p;
   p.req = std::make_unique<Request>();
   p.work = t.work;

@@ -113,6 +113,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   uint64_t next_ticket_ = 0;  // under mu_  // bumped (under mu_) whenever the engine thread must look again
   bool closing_ = false;
 
+  // Point-to-point receives posted per peer (run_mu_): the sequence number the next one's tag
+  // carries, which must count the sender's messages on that pair. Counted here, when posted,
+  // not at issue: a receive from any source takes its number from the pair it chooses when it
+  // runs, after later receives may have been issued.
+  std::vector<uint64_t> p2p_recv_seq_;
   std::list<Pending> pending_;  // under run_mu_
   std::atomic<size_t> pending_n_{0};  // pending_.size(), readable without run_mu_
   std::exception_ptr group_error_;

@@ -45,7 +45,11 @@ struct ProcessGroup::Impl {
   // Works' memory, recycled: taken under `mu` only (the pool's one consumer).
   std::shared_ptr<engine::WorkPool> works = std::make_shared<engine::WorkPool>();
   uint64_t coll_seq = 0;
+  // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
+  // executor numbers receives again when it posts them: executor.hpp); and the receives from
+  // any source, numbered apart (they take no collective number: other ranks do not count them).
   std::vector<uint64_t> send_seq, recv_seq;
+  uint64_t any_source_seq = 0;
   int split_count = 0;
   bool shut_down = false;
 
@@ -122,11 +126,16 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   engine::validate(args, send, recv, rank, size);
   engine::Task t;
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
-  bool p2p = args.kind == CollKind::send || args.kind == CollKind::recv;
+  // A receive from any source runs its algorithm like a collective (to completion, in issue
+  // order: recv_any.cpp) but is stamped like a point-to-point message.
+  const bool any_source = args.kind == CollKind::recv && args.root == kAnySource;
+  const bool p2p = args.kind == CollKind::send || (args.kind == CollKind::recv && !any_source);
   std::lock_guard<std::mutex> lk(mu);
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
   algo::SelectionMemo::Choice choice{nullptr, 0};
-  if (!p2p) {
+  if (any_source) {
+    t.algorithm = algo::find_algorithm(CollKind::recv, "any");
+  } else if (!p2p) {
     choice = chosen.choose(args, hosts, opts.algorithm, selection);
     t.algorithm = choice.algorithm;
   }
@@ -134,7 +143,11 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   s.kind = args.kind;
   s.dtype = args.dtype;
   s.count = args.count;
-  if (p2p) {
+  if (any_source) {
+    s.seq = any_source_seq++;
+    s.kind = CollKind::send;  // what the sender stamps; the pair's number is set once chosen
+    s.root_or_tag = args.tag;
+  } else if (p2p) {
     // Both directions of a pair count their own messages; the receiver's stamp must match the
     // sender's, so both use the kind "send".
     auto& counter = args.kind == CollKind::send ? send_seq : recv_seq;
@@ -151,6 +164,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   }
   t.args = std::move(args);
   t.work = engine::WorkAccess::make(works, algo::coll_name(t.args.kind), s.seq);
+  if (p2p && t.args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*t.work, t.args.root);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));

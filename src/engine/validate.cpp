@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kolo/error.hpp"
+#include "kolo/process_group.hpp"
 
 namespace kolo::engine {
 
@@ -137,7 +138,9 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
       return;
     case CollKind::send:
     case CollKind::recv: {
-      if (a.root < 0 || a.root >= size || a.root == rank)
+      if (a.kind == CollKind::recv && a.root == kAnySource) {
+        if (size < 2) refuse(a, "a receive from any source in a group of 1 has nobody to receive from");
+      } else if (a.root < 0 || a.root >= size || a.root == rank)
         refuse(a, "peer " + std::to_string(a.root) + " is not another rank of this group of " + std::to_string(size));
       checked_bytes(a, n, 1, "buffer");
       check_buffer(a, a.kind == CollKind::send ? send : recv, a.kind == CollKind::send ? a.send : a.recv, n, "message");

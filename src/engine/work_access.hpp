@@ -37,6 +37,7 @@ struct WorkAccess {
     w.ticket_ = ticket;
   }
   static uint64_t ticket(const Work& w) { return w.ticket_; }
+  static void set_source_rank(Work& w, int rank) { w.source_rank_.store(rank, std::memory_order_release); }
 };
 
 }  // namespace kolo::engine

@@ -97,6 +97,21 @@ void scenario_bad_arguments(WorkerContext& ctx) {
     return g.allgather(Buffer(floats.data(), 8), Buffer(other.data(), 8 * static_cast<size_t>(n) - 1));
   });
   expect_refused(g, log, "send to itself", [&] { return g.send(Buffer(floats.data(), 4), g.rank()); });
+  expect_refused(g, log, "receive from rank -2", [&] { return g.recv(Buffer(floats.data(), 4), -2); });
+  expect_refused(g, log, "receive from any source into a null buffer with count 4",
+                 [&] { return g.recv(Buffer(static_cast<float*>(nullptr), 4), kAnySource); });
+  {
+    // A group of one (every rank its own color) has nobody to receive from.
+    std::shared_ptr<ProcessGroup> alone = g.split(g.rank(), 0);
+    log.begin_case("refused: receive from any source in a group of 1");
+    try {
+      alone->recv(Buffer(floats.data(), 4), kAnySource);
+      log.expect(false, "the call returned a Work instead of throwing InvalidArgument");
+    } catch (const InvalidArgument& e) {
+      log.expect(std::string(e.what()).find("any source") != std::string::npos, std::string("unclear refusal: ") + e.what());
+    }
+    alone->shutdown();
+  }
   log.end_case();
 }
 

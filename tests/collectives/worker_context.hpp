@@ -40,6 +40,8 @@ void scenario_fr_stall(WorkerContext& ctx);      // rank 1 stalls: the others ti
 void scenario_fr_sigusr1(WorkerContext& ctx);    // SIGUSR1 dumps a live job
 void scenario_random(WorkerContext& ctx);
 void scenario_sockets(WorkerContext& ctx);               // prints the sockets a ring and an all-to-all open
+void scenario_any_source(WorkerContext& ctx);             // receives from any source (kAnySource)
+void scenario_any_source_fails(WorkerContext& ctx);       // args: mismatch | timeout | dead
 void scenario_dead_before_connect(WorkerContext& ctx);   // the last rank exits right after joining           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
 
 }  // namespace kolo::coltest

@@ -48,6 +48,8 @@ const std::map<std::string, Scenario>& scenarios() {
       {"random", scenario_random},
       {"sockets", scenario_sockets},
       {"dead-before-connect", scenario_dead_before_connect},
+      {"any-source", scenario_any_source},
+      {"any-source-fails", scenario_any_source_fails},
   };
   return table;
 }

@@ -297,7 +297,7 @@ def matrix(c, subgroup_ranks=None):
 
     # Errors the backend refuses before any byte moves, as RuntimeError with kolo's message.
     for name, fn in [("all_reduce int16", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16), group=c.kolo)),
-                     ("recv any source", lambda: dist.recv(torch.zeros(3))),
+                     ("recv any source of an empty tensor", lambda: dist.recv(torch.zeros(0))),
                      ("bitwise op on float", lambda: dist.all_reduce(torch.zeros(3), op=R.BAND, group=c.kolo))]:
         c.checks += 1
         try:
@@ -306,6 +306,45 @@ def matrix(c, subgroup_ranks=None):
         except RuntimeError as e:
             if "kolo" not in str(e):
                 c.failures.append("rank %d %s: error does not come from kolo: %s" % (rank, name, e))
+
+
+def any_source(c):
+    """dist.recv and dist.irecv without src, on kolo and on gloo with the same checks: every other
+    rank sends the round's receiver (rank 0, the last rank, rank 1: senders below and above it)
+    one tensor with one tag, in an order that changes from round to round, and the receiver's
+    size - 1 receives must name every sender exactly once (dist.recv's return value, irecv's
+    work.source_rank()), each with that sender's data."""
+    import time
+    rank, size = c.rank, c.size
+    if size < 2:
+        return
+    for rnd, (receiver, use_irecv) in enumerate(((0, False), (size - 1, True), (1, False))):
+        for backend, g in (("kolo", c.kolo), ("gloo", c.gloo)):
+            name = "rank %d %s any source on %s, round %d" % (rank, "irecv" if use_irecv else "recv", backend, rnd)
+            tag = 5 + rnd
+            if rank != receiver:
+                time.sleep(0.03 * ((rank + rnd) % size))
+                dist.send(make(rank, 6, torch.float32, 40 + rnd), receiver, group=g, tag=tag)
+            else:
+                sources = []
+                for _ in range(size - 1):
+                    c.checks += 1
+                    t = torch.full((6,), -1.0)
+                    if use_irecv:
+                        w = dist.irecv(t, group=g, tag=tag)
+                        w.wait()
+                        src = w.source_rank()
+                    else:
+                        src = dist.recv(t, group=g, tag=tag)
+                    sources.append(src)
+                    if not 0 <= src < size or src == receiver:
+                        c.failures.append("%s: source rank %s" % (name, src))
+                    elif not torch.equal(t, make(src, 6, torch.float32, 40 + rnd)):
+                        c.failures.append("%s: the tensor from rank %d holds %s" % (name, src, t))
+                c.checks += 1
+                if sorted(sources) != [r for r in range(size) if r != receiver]:
+                    c.failures.append("%s: sources %s, not every other rank once" % (name, sources))
+            dist.barrier(group=g)
 
 
 def subgroups(c):
@@ -351,6 +390,7 @@ def main(rank, size, init_method, out_dir):
     try:
         matrix(c)
         subgroups(c)
+        any_source(c)
     except Exception:  # noqa: BLE001
         c.failures.append("rank %d: %s" % (rank, traceback.format_exc()))
     with open(os.path.join(out_dir, "%d.json" % rank), "w") as f:

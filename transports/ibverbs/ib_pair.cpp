@@ -199,6 +199,19 @@ bool IbPair::pump_sends() {
   return moved;
 }
 
+bool IbPair::peek_header(Tag* tag, uint64_t* bytes) const {
+  if (consumed_ >= arrived_) return false;
+  const char* s = ring_.data() + static_cast<size_t>(consumed_ % geo_.nslots) * geo_.slot_bytes;
+  SlotHeader h;
+  std::memcpy(&h, s, sizeof h);
+  // Only a message's first chunk; a corrupt slot is reported by deliver_slots() once a receive
+  // is posted.
+  if (h.seq != consumed_ || h.offset != 0) return false;
+  std::memcpy(tag->w, h.tag, sizeof tag->w);
+  *bytes = h.msg_bytes;
+  return true;
+}
+
 bool IbPair::deliver_slots() {
   bool moved = false;
   const size_t payload = geo_.slot_bytes - kSlotHeaderBytes;

@@ -50,6 +50,8 @@ class IbPair final : public transport::PairBase {
   };
   void on_send_posted() override;
   void on_recv_posted() override;
+  // The header of the next slot the peer wrote, if it starts a message.
+  bool peek_header(transport::Tag* tag, uint64_t* bytes) const override;
   void fail_held(transport::Failure why, const std::string& detail) override;
   // The notice travels on the control channel (IbDevice::abort); the queue pair just stops.
   void send_abort_notice(const std::string&) override {}

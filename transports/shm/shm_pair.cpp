@@ -139,7 +139,21 @@ void ShmPair::ring_doorbell() {
 
 // ---- receiving ----
 
-bool ShmPair::wants_inbound() const { return !recvs_.empty() || in_state_ != In::idle || closing_; }
+bool ShmPair::peek_header(Tag* tag, uint64_t* bytes) const {
+  if (in_state_ != In::idle) return false;  // a message is half read or skipped
+  SlotHeader* h = in_.slot(next_in_);
+  if (h->seq.load(std::memory_order_acquire) != next_in_ + 1) return false;
+  // The sender does not reuse the slot before we consume it, so these fields are stable; a
+  // corrupt kind is reported by start_message() once a receive is posted.
+  if (h->kind != SlotKind::data && h->kind != SlotKind::cma) return false;
+  std::memcpy(tag->w, h->tag, sizeof tag->w);
+  *bytes = h->total;
+  return true;
+}
+
+// An any-source receive that peeked here waits for this ring too (peek_wanted_), so the sender
+// must ring the doorbell when it publishes while we sleep.
+bool ShmPair::wants_inbound() const { return !recvs_.empty() || in_state_ != In::idle || closing_ || peek_wanted_; }
 
 void ShmPair::consume_slot() {
   ++next_in_;
@@ -340,6 +354,8 @@ void ShmPair::handle_hangup() {
 
 void ShmPair::set_waiting(bool on) {
   if (failed_ || gone_) on = false;
+  // Awake again: a waiting any-source receive peeks anew (and so asks again) before it sleeps.
+  if (!on) peek_wanted_ = false;
   bool want_in = on && wants_inbound();
   bool want_out = on && wants_outbound();
   if (want_in != waiting_in_) {

@@ -63,6 +63,8 @@ class ShmPair final : public transport::PairBase {
 
   void on_send_posted() override;
   void on_recv_posted() override;
+  // The first slot of the next message, published and not yet consumed.
+  bool peek_header(transport::Tag* tag, uint64_t* bytes) const override;
   void on_fail() override;
   void fail_held(transport::Failure why, const std::string& detail) override;
   void send_abort_notice(const std::string& reason) override;

@@ -20,6 +20,8 @@ class PendingPair final : public transport::Pair {
 
   void post_send(const void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
   void post_recv(void* buf, size_t bytes, const transport::Tag& tag, transport::Request* req) override;
+  // Nothing can have arrived without a connection; once connected, the real pair answers.
+  bool peek_incoming(transport::Tag* tag, uint64_t* bytes) override { return real_ && real_->peek_incoming(tag, bytes); }
 
   // The connection is made: posts what waited, in order, and passes later posts on.
   void flush_into(transport::Pair* real);

@@ -47,6 +47,13 @@ void TcpPair::on_recv_posted() {
   }
 }
 
+bool TcpPair::peek_header(Tag* tag, uint64_t* bytes) const {
+  if (!parked_ || rstate_ != ReadState::header) return false;
+  std::memcpy(tag->w, cur_.tag, sizeof tag->w);
+  *bytes = cur_.bytes;
+  return true;
+}
+
 void TcpPair::mark(bool readable, bool writable, bool hangup) {
   readable_ |= readable;
   writable_ |= writable;

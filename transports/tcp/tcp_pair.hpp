@@ -38,6 +38,9 @@ class TcpPair final : public transport::PairBase {
 
   void on_send_posted() override;
   void on_recv_posted() override;
+  // A data header read off the socket waits in cur_ (parked_) until a receive is posted:
+  // pump_read reads headers whether or not a receive waits.
+  bool peek_header(transport::Tag* tag, uint64_t* bytes) const override;
   void fail_held(transport::Failure why, const std::string& detail) override;
   // Sent only between frames; a frame cut off halfway leaves the stream unusable, and the
   // shutdown in after_abort() is then all the peer sees.

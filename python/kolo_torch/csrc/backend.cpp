@@ -75,10 +75,8 @@ ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store,
   o.timeout = timeout;
   o.name = "torch";
   pg_ = kolo::ProcessGroup::create(kolo::make_prefix_store("coll", base), rank, size, o);
-  o.name = "torch-p2p-up";
-  up_ = kolo::ProcessGroup::create(kolo::make_prefix_store("up", base), rank, size, o);
-  o.name = "torch-p2p-down";
-  down_ = kolo::ProcessGroup::create(kolo::make_prefix_store("down", base), rank, size, o);
+  o.name = "torch-p2p";
+  p2p_ = kolo::ProcessGroup::create(kolo::make_prefix_store("p2p", base), rank, size, o);
 }
 
 ProcessGroupKolo::~ProcessGroupKolo() = default;
@@ -389,18 +387,32 @@ WorkRef ProcessGroupKolo::send(std::vector<at::Tensor>& tensors, int dst, int ta
 WorkRef ProcessGroupKolo::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   const auto& t = single(tensors, "recv");
   TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "kolo: recv: bad source rank ", src);
-  if (t.numel() == 0) return KoloWork::start(rank_, OpType::RECV, {}, tensors);
+  if (t.numel() == 0) {
+    auto work = KoloWork::start(rank_, OpType::RECV, {}, tensors);
+    work->set_source(src);
+    return work;
+  }
   Staged s = stage(t);
   kolo::RecvOptions o;
   o.tag = static_cast<uint32_t>(tag);
   auto w = lane(src, rank_).recv(move_buffer(s.flat), src, o);
-  return KoloWork::start(rank_, OpType::RECV, {w}, tensors, [s] { s.copy_back(); });
+  auto work = KoloWork::start(rank_, OpType::RECV, {w}, tensors, [s] { s.copy_back(); });
+  work->set_source(src);
+  return work;
 }
 
-WorkRef ProcessGroupKolo::recvAnysource(std::vector<at::Tensor>&, int) {
-  // kolo matches every receive to one named peer, in order; there is no wildcard matching.
-  TORCH_CHECK(false, "kolo: recv from any source (dist.recv without src) is not supported by the kolo backend; "
-                     "name the source rank");
+WorkRef ProcessGroupKolo::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  // kolo's receive from any source (kolo::kAnySource): it looks at every pair's next message
+  // without taking it and receives the first with this tag; the Work says who sent it.
+  const auto& t = single(tensors, "recv");
+  // An empty tensor is sent as no message at all (see send), so there is nothing to take.
+  TORCH_CHECK(t.numel() > 0, "kolo: recv from any source of an empty tensor: nothing is sent for an empty tensor; "
+                             "name the source rank");
+  Staged s = stage(t);
+  kolo::RecvOptions o;
+  o.tag = static_cast<uint32_t>(tag);
+  auto w = p2p_->recv(move_buffer(s.flat), kolo::kAnySource, o);
+  return KoloWork::start(rank_, OpType::RECVANYSOURCE, {w}, tensors, [s] { s.copy_back(); });
 }
 
 #if TORCH_VERSION_MAJOR >= 2

@@ -28,8 +28,9 @@ using WorkRef = c10::intrusive_ptr<c10d::Work>;
 
 class ProcessGroupKolo : public BackendBase {
  public:
-  // Collective over the group: connects to every peer (three kolo groups: collectives, and one
-  // point-to-point lane per direction so that isend/irecv never wait behind each other).
+  // Collective over the group: connects to every peer (two kolo groups: collectives, and
+  // point-to-point, so that isend/irecv never wait behind a collective). Point-to-point is one
+  // group, not a lane per direction: a receive from any source must see every peer's messages.
   ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
   ~ProcessGroupKolo() override;
@@ -70,12 +71,12 @@ class ProcessGroupKolo : public BackendBase {
 #endif
 
  private:
-  // The point-to-point lane for traffic from rank `from` to rank `to`.
-  kolo::ProcessGroup& lane(int from, int to) const { return from < to ? *up_ : *down_; }
+  // The group that carries point-to-point traffic from rank `from` to rank `to`: one for all
+  // (kolo posts sends and receives at once, in the background; they never wait for each other).
+  kolo::ProcessGroup& lane(int, int) const { return *p2p_; }
 
-  std::shared_ptr<kolo::ProcessGroup> pg_;    // collectives
-  std::shared_ptr<kolo::ProcessGroup> up_;    // sends from lower to higher ranks
-  std::shared_ptr<kolo::ProcessGroup> down_;  // sends from higher to lower ranks
+  std::shared_ptr<kolo::ProcessGroup> pg_;   // collectives
+  std::shared_ptr<kolo::ProcessGroup> p2p_;  // send, recv, recv from any source
 };
 
 }  // namespace kolo_torch

@@ -139,4 +139,11 @@ c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() { return state_->f
 
 std::vector<at::Tensor> KoloWork::result() { return state_->outputs; }
 
+int KoloWork::sourceRank() const {
+  if (opType_ != c10d::OpType::RECV && opType_ != c10d::OpType::RECVANYSOURCE) return c10d::Work::sourceRank();
+  if (parts_.size() == 1 && parts_[0]->source_rank() >= 0) return parts_[0]->source_rank();
+  if (source_ >= 0) return source_;
+  TORCH_CHECK(false, "kolo: source_rank() of a receive from any source that has not completed yet; wait() first");
+}
+
 }  // namespace kolo_torch

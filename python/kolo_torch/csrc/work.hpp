@@ -35,6 +35,11 @@ class KoloWork : public c10d::Work {
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
+  // A receive's sender (dist.recv's return value, irecv's work.source_rank()): the kolo
+  // receive's source_rank(), or the rank set_source() named (a receive that moved nothing).
+  // Other operations: c10d::Work's refusal.
+  int sourceRank() const override;
+  void set_source(int rank) { source_ = rank; }
 
   // The state that kolo's completion callbacks share with this Work (they must not own the Work:
   // a dropped isend handle would otherwise live forever in its kolo::Work's callback list).
@@ -45,6 +50,7 @@ class KoloWork : public c10d::Work {
  private:
   std::vector<kolo::WorkPtr> parts_;
   std::shared_ptr<State> state_;
+  int source_ = -1;
 };
 
 }  // namespace kolo_torch
