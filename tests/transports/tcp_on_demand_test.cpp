@@ -21,6 +21,7 @@
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
 #include "open_sockets.hpp"
+#include "failure_recorder.hpp"
 
 using namespace kolo;
 using namespace std::chrono_literals;
@@ -30,19 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Sink : transport::FailureSink {
-  std::mutex mu;
-  int peer = -1;
-  Failure why = Failure::none;
-  std::string detail;
-  void peer_failed(int p, Failure w, const std::string& d) override {
-    std::lock_guard<std::mutex> lk(mu);
-    if (why != Failure::none) return;
-    peer = p;
-    why = w;
-    detail = d;
-  }
-};
+using Sink = kolo::testing::FailureRecorder;
 
 transport::Bootstrap boot(Store& store, int rank, int size, Sink* sink) {
   transport::Bootstrap b;

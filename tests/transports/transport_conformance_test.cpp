@@ -29,6 +29,7 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "transports/transport.hpp"
+#include "failure_recorder.hpp"
 
 using namespace kolo;
 using namespace std::chrono_literals;
@@ -40,21 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Sink : transport::FailureSink {
-  std::mutex mu;
-  int peer = -1;
-  Failure why = Failure::none;
-  std::string detail;
-  int reports = 0;
-  void peer_failed(int p, Failure w, const std::string& d) override {
-    std::lock_guard<std::mutex> lk(mu);
-    ++reports;
-    if (why != Failure::none) return;
-    peer = p;
-    why = w;
-    detail = d;
-  }
-};
+using Sink = kolo::testing::FailureRecorder;
 
 struct Rank {
   Sink sink;
