@@ -206,12 +206,11 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   if (!pending_.empty()) error_delivered_ = true;
-  for (auto& p : pending_) {
-    fr_->finished(p.fr, false);
-    WorkAccess::finish(*p.work, std::make_exception_ptr(PeerError("kolo: " + p.where + " failed: " + reason, culprit)));
+  while (!pending_.empty()) {
+    Task t = retire_pending(0);
+    fr_->finished(t.fr, false);
+    WorkAccess::finish(*t.work, std::make_exception_ptr(PeerError("kolo: " + where(t) + " failed: " + reason, culprit)));
   }
-  pending_.clear();
-  sync_pending_count();
 }
 
 void Executor::wait_for_work() {
@@ -395,61 +394,76 @@ void Executor::run_collective(Task& t) {
 
 void Executor::post_point_to_point(Task& t) {
   if (t.args.kind == algo::CollKind::recv) t.stamp.seq = p2p_recv_seq_[static_cast<size_t>(t.args.root)]++;
-  Pending p;
-  p.req = std::make_unique<Request>();
-  p.work = t.work;
-  p.timeout = t.timeout;
-  p.deadline = Clock::now() + t.timeout;
-  p.where = where(t);
-  p.seq = t.stamp.seq;
-  p.fr = t.fr;
-  fr_->started(t.fr, Clock::now(), ctx_->transport_name(t.args.root));
-  transport::Tag tag = encode(t.stamp);
-  size_t bytes = t.args.bytes();
-  if (t.args.kind == algo::CollKind::send)
-    ctx_->pair(t.args.root).post_send(t.args.send, bytes, tag, p.req.get());
-  else
-    ctx_->pair(t.args.root).post_recv(t.args.recv, bytes, tag, p.req.get());
-  pending_.push_back(std::move(p));
+  const auto now = Clock::now();
+  const auto deadline = now + t.timeout;
+  fr_->started(t.fr, now, ctx_->transport_name(t.args.root));
+  std::unique_ptr<Request> req;
+  if (spare_reqs_.empty()) {
+    req = std::make_unique<Request>();
+  } else {
+    req = std::move(spare_reqs_.back());
+    spare_reqs_.pop_back();
+  }
+  Request* r = req.get();
+  const transport::Tag tag = encode(t.stamp);
+  const int peer = t.args.root;
+  const size_t bytes = t.args.bytes();
+  const bool send = t.args.kind == algo::CollKind::send;
+  void* buf = t.args.recv;
+  const void* data = t.args.send;
+  // Queued before it is posted: a post may complete at once, and check_pending must find it.
+  pending_.push_back(Pending{std::move(t), std::move(req), deadline});
   sync_pending_count();
+  if (send) ctx_->pair(peer).post_send(data, bytes, tag, r);
+  else ctx_->pair(peer).post_recv(buf, bytes, tag, r);
+}
+
+Task Executor::retire_pending(size_t i) {
+  Pending& p = pending_[i];
+  Task t = std::move(p.task);
+  spare_reqs_.push_back(std::move(p.req));
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  sync_pending_count();
+  return t;
 }
 
 void Executor::check_pending() {
   if (pending_.empty()) return;  // the usual case after a collective: no clock read
   auto now = Clock::now();
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    Request& r = *it->req;
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    Request& r = *p.req;
     if (r.state == Request::State::done) {
-      fr_->finished(it->fr, true);
-      WorkAccess::finish(*it->work, nullptr);
-      it = pending_.erase(it);
-      sync_pending_count();
+      Task t = retire_pending(i);
+      fr_->finished(t.fr, true);
+      WorkAccess::finish(*t.work, nullptr);
       continue;
     }
-    if (r.state == Request::State::failed || now >= it->deadline || ctx_->has_failure()) {
+    if (r.state == Request::State::failed || now >= p.deadline || ctx_->has_failure()) {
       std::exception_ptr err;
       try {
+        const std::string at = where(p.task);
         if (r.state == Request::State::pending && !ctx_->has_failure())
-          raise_timeout(it->where, it->timeout, r, WaitFor{false, it->seq, r.peer}, group_.blame.get());
-        if (r.state == Request::State::pending) raise_failure(it->where, ctx_->failure());
-        raise_request_failure(it->where, r, *ctx_);
+          raise_timeout(at, p.task.timeout, r, WaitFor{false, p.task.stamp.seq, r.peer}, group_.blame.get());
+        if (r.state == Request::State::pending) raise_failure(at, ctx_->failure());
+        raise_request_failure(at, r, *ctx_);
       } catch (const Error& e) {
         err = std::current_exception();
         if (!group_error_) {
           group_error_ = err;
           group_error_text_ = e.what();
         }
-        std::list<Pending> failing;
-        failing.splice(failing.begin(), pending_, it);
-        sync_pending_count();
-        fr_->finished(failing.front().fr, false);
+        // Out of the list before the group fails: fail_group() finishes every other pending Work
+        // with the group's error, and this one carries its own.
+        Task failing = retire_pending(i);
+        fr_->finished(failing.fr, false);
         fail_group(e);
         error_delivered_ = true;
-        WorkAccess::finish(*failing.front().work, err);
+        WorkAccess::finish(*failing.work, err);
         return;
       }
     }
-    ++it;
+    ++i;
   }
 }
 

@@ -65,15 +65,16 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void nudge(Work& w) override;
 
  private:
-  struct Pending {  // a posted point-to-point operation
-    std::unique_ptr<transport::Request> req;
-    WorkPtr work;
+  // A posted point-to-point operation. Nothing in it is allocated per operation once warm: the
+  // task (its Work, stamp, timeout) moves in, the request comes from spare_reqs_, and the text
+  // naming the operation is made only if it fails.
+  struct Pending {
+    Task task;  // stamp.seq: the pair's point-to-point sequence number (for the blame chain)
+    std::unique_ptr<transport::Request> req;  // a stable address: the transport holds it
     std::chrono::steady_clock::time_point deadline;
-    std::chrono::milliseconds timeout;
-    std::string where;
-    uint64_t seq = 0;  // the pair's point-to-point sequence number (for the blame chain)
-    FlightEntry* fr = nullptr;
   };
+  // Ends pending_[i] (its Work is the caller's to finish): the request goes back to the spares.
+  Task retire_pending(size_t i);
 
   void loop();
   void wait_for_work();
@@ -118,7 +119,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // not at issue: a receive from any source takes its number from the pair it chooses when it
   // runs, after later receives may have been issued.
   std::vector<uint64_t> p2p_recv_seq_;
-  std::list<Pending> pending_;  // under run_mu_
+  std::vector<Pending> pending_;  // under run_mu_; in posting order
+  std::vector<std::unique_ptr<transport::Request>> spare_reqs_;  // under run_mu_
   std::atomic<size_t> pending_n_{0};  // pending_.size(), readable without run_mu_
   std::exception_ptr group_error_;
   std::string group_error_text_;

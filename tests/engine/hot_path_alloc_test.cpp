@@ -59,6 +59,17 @@ std::vector<Case> cases() {
          g.reduce_scatter(Buffer(a.data(), 4 * static_cast<size_t>(g.size())), Buffer(b.data(), 4))->wait();
        }},
       {"barrier", [](kolo::ProcessGroup& g, auto&, auto&) { g.barrier()->wait(); }},
+      // Point-to-point: a send to the next rank and a receive from the previous one, both in
+      // flight together (a group of one has no peer: nothing to do).
+      {"send+recv",
+       [](kolo::ProcessGroup& g, auto& a, auto& b) {
+         const int n = g.size(), r = g.rank();
+         if (n == 1) return;
+         auto s = g.send(Buffer(a.data(), 4), (r + 1) % n);
+         auto q = g.recv(Buffer(b.data(), 4), (r + n - 1) % n);
+         s->wait();
+         q->wait();
+       }},
   };
 }
 
