@@ -171,35 +171,31 @@ void Executor::close_and_join() {
 bool Executor::failed() const { return failed_.load(); }
 
 std::string Executor::where(const Task& t) const {
+  const GroupInfo& g = info(t);
   return std::string(algo::coll_name(t.args.kind)) + " #" + std::to_string(t.stamp.seq) + " on rank " +
-         std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
+         std::to_string(g.rank) + " of " + std::to_string(g.size) + " (" + g.label() + ")";
 }
 
 std::exception_ptr Executor::not_run_error(const Task& t) const {
-  int peer = -1;
-  if (group_error_) {
-    try {
-      std::rethrow_exception(group_error_);
-    } catch (const PeerError& e) {
-      peer = e.peer_rank();
-    } catch (const TimeoutError& e) {
-      peer = e.peer_rank();
-    } catch (...) {
-    }
-  }
+  // The culprit in the numbering of t's group (the first error may have come from another group
+  // on these connections, which numbers its ranks its own way).
+  const int peer = info(t).from_ctx_peer(culprit_);
   return std::make_exception_ptr(
       PeerError("kolo: " + where(t) + " was not run: the group failed earlier: " + group_error_text_, peer));
 }
 
-void Executor::fail_group(const std::exception& e) {
+void Executor::fail_group(const std::exception& e, const GroupInfo& g) {
   int culprit;
   ErrorKind kind;
   classify(e, &culprit, &kind);
+  // Peers decode the abort notice's culprit as the Context numbers them.
+  culprit = culprit >= 0 && culprit < g.size ? g.to_ctx(culprit) : -1;
   fail_group(e.what(), culprit, kind);
 }
 
 void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind) {
   if (failed_.exchange(true)) return;
+  culprit_ = culprit;
   KOLO_LOG(error, reason);
   fr_->dump(reason);
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
@@ -293,7 +289,7 @@ void Executor::loop() {
         } catch (const Error& e) {
           group_error_ = std::current_exception();
           group_error_text_ = e.what();
-          fail_group(e);
+          fail_group(e, group_);
         }
         continue;
       }
@@ -320,7 +316,7 @@ void Executor::loop() {
           } catch (const Error& e) {
             group_error_ = std::current_exception();
             group_error_text_ = e.what();
-            fail_group(e);
+            fail_group(e, group_);
           }
         }
         // A failure no operation reported (a peer aborted after this rank's last operation, say
@@ -355,8 +351,9 @@ void Executor::loop() {
 
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
-  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
-  const char* transport = group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self";
+  const GroupInfo& g = info(t);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
+  const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
   fr_->started(t.fr, start, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
@@ -371,7 +368,7 @@ void Executor::run_collective(Task& t) {
       group_error_text_ = e.what();
     }
     fr_->finished(t.fr, false);
-    fail_group(e);
+    fail_group(e, g);
     error_delivered_ = true;
     WorkAccess::finish(*t.work, std::current_exception());
     return;
@@ -398,13 +395,15 @@ void Executor::post_point_to_point(Task& t) {
   p.where = where(t);
   p.seq = t.stamp.seq;
   p.fr = t.fr;
-  fr_->started(t.fr, Clock::now(), ctx_->transport_name(t.args.root));
+  p.group = t.group;
+  const int peer = info(t).to_ctx(t.args.root);
+  fr_->started(t.fr, Clock::now(), ctx_->transport_name(peer));
   transport::Tag tag = encode(t.stamp);
   size_t bytes = t.args.bytes();
   if (t.args.kind == algo::CollKind::send)
-    ctx_->pair(t.args.root).post_send(t.args.send, bytes, tag, p.req.get());
+    ctx_->pair(peer).post_send(t.args.send, bytes, tag, p.req.get());
   else
-    ctx_->pair(t.args.root).post_recv(t.args.recv, bytes, tag, p.req.get());
+    ctx_->pair(peer).post_recv(t.args.recv, bytes, tag, p.req.get());
   pending_.push_back(std::move(p));
   sync_pending_count();
 }
@@ -424,10 +423,10 @@ void Executor::check_pending() {
     if (r.state == Request::State::failed || now >= it->deadline || ctx_->has_failure()) {
       std::exception_ptr err;
       try {
-        if (r.state == Request::State::pending && !ctx_->has_failure())
-          raise_timeout(it->where, it->timeout, r, WaitFor{false, it->seq, r.peer}, group_.blame.get());
-        if (r.state == Request::State::pending) raise_failure(it->where, ctx_->failure());
-        raise_request_failure(it->where, r, *ctx_);
+        const GroupInfo& g = info(*it);
+        if (r.state == Request::State::pending && !ctx_->has_failure()) raise_timeout(it->where, it->timeout, r, false, it->seq, g);
+        if (r.state == Request::State::pending) raise_failure(it->where, as_seen_by(g, ctx_->failure()));
+        raise_request_failure(it->where, r, *ctx_, g);
       } catch (const Error& e) {
         err = std::current_exception();
         if (!group_error_) {
@@ -438,7 +437,7 @@ void Executor::check_pending() {
         failing.splice(failing.begin(), pending_, it);
         sync_pending_count();
         fr_->finished(failing.front().fr, false);
-        fail_group(e);
+        fail_group(e, info(failing.front()));
         error_delivered_ = true;
         WorkAccess::finish(*failing.front().work, err);
         return;
