@@ -48,6 +48,9 @@ const std::map<std::string, Scenario>& scenarios() {
       {"random", scenario_random},
       {"sockets", scenario_sockets},
       {"dead-before-connect", scenario_dead_before_connect},
+      {"split-share", scenario_split_share},
+      {"split-share-misorder", scenario_split_share_misorder},
+      {"split-share-kill", scenario_split_share_kill},
   };
   return table;
 }
