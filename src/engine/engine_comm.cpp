@@ -34,8 +34,7 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
 
 std::string GroupInfo::label() const {
   if (!shares()) return "group " + name;
-  return "group " + name + " (on the connections of group " + owner + ", where it is rank " +
-         std::to_string(to_ctx(rank)) + ")";
+  return "group " + name + ", on the connections of group " + owner + " where this is rank " + std::to_string(to_ctx(rank));
 }
 
 std::string EngineComm::where() const {
@@ -189,7 +188,8 @@ void raise_request_failure(const std::string& where, const Request& r, const Con
 PeerFailure as_seen_by(const GroupInfo& g, PeerFailure f) {
   if (!g.shares() || f.peer < 0) return f;
   const int here = g.from_ctx_peer(f.peer);
-  f.detail += " (ranks above are those of group " + g.owner + "; rank " + std::to_string(f.peer) +
+  const std::string theirs = "rank " + std::to_string(f.peer) + " of group " + g.owner;
+  f.detail += " (ranks named above are those of group " + g.owner + "; " + theirs +
               (here >= 0 ? " is rank " + std::to_string(here) + " of group " + g.name : " is not in group " + g.name) + ")";
   f.peer = here;
   return f;

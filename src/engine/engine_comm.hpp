@@ -39,8 +39,8 @@ struct GroupInfo {
     if (from_ctx.empty() || p < 0) return p;
     return static_cast<size_t>(p) < from_ctx.size() ? from_ctx[static_cast<size_t>(p)] : -1;
   }
-  // "group default" or "group default/split0.color1 (on the connections of group default, where
-  // it is rank 3)".
+  // "group default" or "group default/split0.color1, on the connections of group default where
+  // this is rank 3".
   std::string label() const;
 };
 

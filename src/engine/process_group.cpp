@@ -32,6 +32,9 @@ std::chrono::milliseconds default_group_timeout() {
 // subgroup split off with share_connections: the last one shut down closes them (the orderly,
 // collective goodbye); the destructor does it when nobody called shutdown().
 struct SharedConnections {
+  explicit SharedConnections(std::shared_ptr<engine::Executor> e) : executor(std::move(e)) {}
+  SharedConnections(const SharedConnections&) = delete;
+  SharedConnections& operator=(const SharedConnections&) = delete;
   std::shared_ptr<engine::Executor> executor;
   ~SharedConnections() {
     try {
@@ -108,7 +111,7 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   info.blame = engine::BlameBoard::from_config(store, prefix, rank, size);
   impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), std::move(info), timeout);
   impl->executor->name_group(0, name);
-  impl->connections = std::make_shared<SharedConnections>(SharedConnections{impl->executor});
+  impl->connections = std::make_shared<SharedConnections>(impl->executor);
   return impl;
 }
 
