@@ -54,6 +54,8 @@ TEST(SplitShare, EightRanksTcpShareConnections) { expect_sharing_world(run_world
 
 TEST(SplitShare, FourRanksShmShareConnections) { expect_sharing_world(run_world(split_launch("share", 4, "shm")), 4); }
 
+TEST(SplitShare, EightRanksShmShareConnections) { expect_sharing_world(run_world(split_launch("share", 8, "shm")), 8); }
+
 TEST(SplitShare, FourRanksTcpShareByEnvironment) {
   LaunchSpec spec = split_launch("env", 4, "tcp");
   spec.env["KOLO_SPLIT_SHARE"] = "1";
