@@ -97,6 +97,14 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Collective over this group: every rank calls it with the same list; members get the new
   // group (rank = position in the list), others nullptr.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const SplitOptions& opts = {});
+  // new_group for a framework whose subgroups are made by their members alone (torch's new_group
+  // hands a backend a store, its rank and the size, not the parent): NOT collective over this
+  // group, only the members call it, each with the same `ranks` (ranks of this group, in the new
+  // group's order; this rank among them), and in the same order as their other calls with the
+  // same list. When sharing is asked for (opts.share_connections, else KOLO_SPLIT_SHARE) it returns
+  // a subgroup sharing this group's connections (see SplitOptions), exchanging nothing; otherwise
+  // nullptr, and the caller makes an ordinary group as it would have.
+  std::shared_ptr<ProcessGroup> subgroup_of_members(const std::vector<int>& ranks, const SplitOptions& opts = {});
 
   // Fails every queued and running operation with `reason` and tells the peers; not orderly.
   // On a group that shares connections (SplitOptions), it fails every group on them.

@@ -69,6 +69,7 @@ struct ProcessGroup::Impl {
   uint64_t coll_seq = 0;
   std::vector<uint64_t> send_seq, recv_seq;
   int split_count = 0;
+  std::map<std::vector<int>, int> member_subgroups;  // subgroup_of_members calls per member list
   bool shut_down = false;
 
   WorkPtr issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts);
@@ -370,6 +371,37 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   int color = pos == ranks.end() ? -1 : 0;
   int key = pos == ranks.end() ? 0 : static_cast<int>(pos - ranks.begin());
   return split(color, key, opts);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::subgroup_of_members(const std::vector<int>& ranks, const SplitOptions& opts) {
+  if (!opts.share_connections.value_or(config::get_int("KOLO_SPLIT_SHARE") != 0)) return nullptr;
+  std::vector<int> seen(static_cast<size_t>(size()), 0);
+  std::string list;
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= size())
+      throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(r) + " is not in group " + name() +
+                            " of " + std::to_string(size()));
+    if (seen[static_cast<size_t>(r)]++)
+      throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(r) + " listed twice");
+    if (r == rank()) me = static_cast<int>(i);
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  if (me < 0)
+    throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(rank()) + " of group " + name() +
+                          " is not in the list (only members call it)");
+  int occurrence;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->shut_down) throw Error("kolo: subgroup_of_members on group " + name() + " after shutdown()");
+    occurrence = impl_->member_subgroups[ranks]++;
+  }
+  // Every member has made the same number of subgroups with this exact list before: the same
+  // name (and so the same tag id) on every member, without a word exchanged.
+  const std::string suffix = "members[" + list + "]." + std::to_string(occurrence);
+  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl_->timeout;
+  return make_group(share_impl(*impl_, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, me, ranks, timeout));
 }
 
 void ProcessGroup::abort(const std::string& reason) {
