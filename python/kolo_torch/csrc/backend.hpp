@@ -30,8 +30,10 @@ class ProcessGroupKolo : public BackendBase {
  public:
   // Collective over the group: connects to every peer (three kolo groups: collectives, and one
   // point-to-point lane per direction so that isend/irecv never wait behind each other).
+  // `world_rank`: this rank in torch's default group when one exists (the backend is then a
+  // subgroup's, which may share the world's connections: KOLO_SPLIT_SHARE), else -1.
   ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, int world_rank = -1);
   ~ProcessGroupKolo() override;
 
   const std::string getBackendName() const override { return "kolo"; }
