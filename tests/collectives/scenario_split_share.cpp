@@ -19,6 +19,7 @@
 // "split-share-kill": child and world all-reduces in turn (checked) until the driver kills the
 // last rank; every survivor must fail naming it, in the numbering of the group whose operation
 // was running (printed as the case name: "child ..." or "world ...").
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,22 @@ void scenario_split_share(WorkerContext& ctx) {
   ctx.say("sockets nested +" + std::to_string(open_sockets() - base));
   expect_members(*grand, grand_members, r, ctx.log);
 
+  // Made by the members alone (as kolo_torch does for torch's new_group): shares when sharing is
+  // on, else is not made at all.
+  ctx.log.begin_case("subgroup_of_members");
+  const char* env = std::getenv("KOLO_SPLIT_SHARE");
+  const bool sharing_on = opts.share_connections.value_or(env != nullptr && std::string(env) == "1");
+  std::shared_ptr<ProcessGroup> by_members = world.subgroup_of_members(grand_members, opts);
+  ctx.log.expect((by_members != nullptr) == sharing_on, "subgroup_of_members made a group iff sharing is on");
+  if (by_members) {
+    ctx.log.expect(by_members->rank() == static_cast<int>(grand_members.size()) - 1 - r / 2, "members-only rank");
+    expect_members(*by_members, grand_members, r, ctx.log);
+    for (const MatrixCase& c : sample(Coll::allreduce, by_members->size(), 3, 5)) {
+      ctx.log.begin_case("by members: " + c.describe());
+      run_case(*by_members, c, 1000, ctx.log);
+    }
+  }
+
   uint32_t salt = 0;
   size_t turn = 0;
   for (Coll c : all_colls()) {
@@ -144,6 +161,7 @@ void scenario_split_share(WorkerContext& ctx) {
   fresh->shutdown();
 
   ctx.log.begin_case("world after the children are gone");
+  if (by_members) by_members->shutdown();
   grand->shutdown();
   grand.reset();
   child->shutdown();
