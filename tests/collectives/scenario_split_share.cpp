@@ -16,6 +16,10 @@
 // others run them the other way round. Rank 0 and its child partner, rank 2, must fail with a
 // MismatchError naming both groups.
 //
+// "split-share-disagree": rank 0 asks for an ordinary split, the others for a sharing one: every
+// rank must refuse it (InvalidArgument naming the ranks that differ) instead of half of them
+// waiting for connections that never come.
+//
 // "split-share-kill": child and world all-reduces in turn (checked) until the driver kills the
 // last rank; every survivor must fail naming it, in the numbering of the group whose operation
 // was running (printed as the case name: "child ..." or "world ...").
@@ -210,6 +214,13 @@ void scenario_split_share_misorder(WorkerContext& ctx) {
     world_op();
     child_op();
   }
+  ctx.log.end_case();
+}
+
+void scenario_split_share_disagree(WorkerContext& ctx) {
+  ProcessGroup& world = ctx.join();
+  ctx.log.begin_case("split with rank 0 not sharing");
+  world.split(0, world.rank(), sharing(world.rank() != 0));
   ctx.log.end_case();
 }
 

@@ -7,7 +7,8 @@
 //    child opens its own;
 //  - parent and child issued in different orders on one rank: the affected ranks fail with a
 //    MismatchError naming both groups and collectives, well within the timeout;
-//  - a killed rank: every survivor, in the world's or its child's operation, fails naming it.
+//  - a killed rank: every survivor, in the world's or its child's operation, fails naming it;
+//  - ranks that disagree on sharing are refused with InvalidArgument, not left waiting.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -71,6 +72,21 @@ TEST(SplitShare, EightRanksTcpOrdinarySplitsConnect) {
     EXPECT_GE(printed_growth(r, "sockets split"), 3) << r.describe();
     EXPECT_GE(printed_growth(r, "sockets nested"), 6) << r.describe();
   }
+}
+
+// Ranks that disagree on sharing would split the color into ranks waiting for connections and
+// ranks that never open them: every rank refuses at once instead.
+TEST(SplitShare, DisagreeingRanksAreRefused) {
+  const WorldOutcome o = run_world(worker_launch("split-share-disagree", 4, std::chrono::seconds(60), "20"));
+  ASSERT_FALSE(o.deadline_hit) << o.describe();
+  for (const RankOutcome& r : o.ranks) {
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << r.describe();
+    EXPECT_EQ(error_kind(r), "InvalidArgument") << r.describe();
+    EXPECT_TRUE(contains(error_text(r), "share_connections")) << r.describe();
+    EXPECT_LT(r.seconds, 10.0) << r.describe();
+  }
+  EXPECT_TRUE(contains(error_text(o.ranks[0]), "rank(s) 1, 2, 3")) << o.ranks[0].describe();
+  EXPECT_TRUE(contains(error_text(o.ranks[1]), "rank(s) 0 ")) << o.ranks[1].describe();
 }
 
 class SplitShareFaults : public ::testing::TestWithParam<std::string> {};

@@ -51,6 +51,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"split-share", scenario_split_share},
       {"split-share-misorder", scenario_split_share_misorder},
       {"split-share-kill", scenario_split_share_kill},
+      {"split-share-disagree", scenario_split_share_disagree},
   };
   return table;
 }
