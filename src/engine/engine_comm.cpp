@@ -112,7 +112,8 @@ void EngineComm::wait(algo::Req r) {
     if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     if (now >= spin_until) {
       // The slow path: say whom we wait for (the flight recorder shows it if we never return).
-      if (waiting_slot_) waiting_slot_->store(group_.from_ctx_peer(req.peer), std::memory_order_relaxed);
+      // The Context's numbering: the flight recorder is the owner's, even for a sharing subgroup.
+      if (waiting_slot_) waiting_slot_->store(req.peer, std::memory_order_relaxed);
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
       ctx_.block(std::min(left, std::chrono::microseconds(50000)));
     } else {
