@@ -5,6 +5,11 @@
 // (/proc/self/fd) after each step. Rank 0 prints one JSON line: the slowest rank's time for each
 // step (every step ends when the slowest rank is done) and the sockets of rank 1 (rank 0 also
 // holds the store's server sockets) after each step.
+//
+// With --split it then times subgroups, split(rank % 2, rank) of the world, made both ways: an
+// ordinary split (it connects its members anew) and one with SplitOptions.share_connections
+// (it runs on the world's connections): the split's time, the sockets it opened (rank 1's) and
+// the child's first and second all-reduce of N bytes. Rank 0 prints a second JSON line.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -25,15 +30,63 @@ using kolo::testing_support::open_sockets;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// One way of splitting: {split ms, first all-reduce ms, second all-reduce ms} (this rank's) and
+// the sockets the split opened.
+struct SplitCost {
+  std::vector<double> ms;
+  int32_t sockets = 0;
+};
+
+SplitCost time_split(kolo::ProcessGroup& world, bool share, std::vector<float>& v) {
+  kolo::SplitOptions o;
+  o.share_connections = share;
+  world.barrier()->wait();
+  const int before = open_sockets();
+  auto t = Clock::now();
+  auto child = world.split(world.rank() % 2, world.rank(), o);
+  SplitCost c;
+  c.ms.push_back(ms_since(t));
+  c.sockets = open_sockets() - before;
+  for (int i = 0; i < 2; ++i) {
+    t = Clock::now();
+    child->allreduce(kolo::Buffer(v.data(), v.size()))->wait();
+    c.ms.push_back(ms_since(t));
+  }
+  child->shutdown();
+  return c;
+}
+
+void report_splits(kolo::ProcessGroup& world, std::vector<float>& v) {
+  const SplitCost plain = time_split(world, false, v), shared = time_split(world, true, v);
+  std::vector<double> times = plain.ms;
+  times.insert(times.end(), shared.ms.begin(), shared.ms.end());
+  kolo::AllreduceOptions mx;
+  mx.op = kolo::ReduceKind::max;
+  world.allreduce(kolo::Buffer(times.data(), times.size()), mx)->wait();
+  const size_t n = static_cast<size_t>(world.size());
+  std::vector<int32_t> mine = {plain.sockets, shared.sockets}, all(2 * n);
+  world.allgather(kolo::Buffer(mine.data(), mine.size()), kolo::Buffer(all.data(), all.size()))->wait();
+  if (world.rank() != 0) return;
+  const size_t r1 = n > 1 ? 2 : 0;
+  std::printf("{\"ranks\": %zu, \"transport\": \"%s\", \"split_ms\": %.2f, \"split_first_allreduce_ms\": %.2f, "
+              "\"split_second_allreduce_ms\": %.2f, \"rank1_split_sockets\": %d, \"share_split_ms\": %.2f, "
+              "\"share_first_allreduce_ms\": %.2f, \"share_second_allreduce_ms\": %.2f, \"rank1_share_split_sockets\": %d}\n",
+              n, std::getenv("KOLO_TRANSPORT") ? std::getenv("KOLO_TRANSPORT") : "auto", times[0], times[1], times[2],
+              all[r1], times[3], times[4], times[5], all[r1 + 1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   size_t bytes = 1 << 20;
+  bool splits = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--bytes" && i + 1 < argc) {
       bytes = std::stoul(argv[++i]);
+    } else if (std::string(argv[i]) == "--split") {
+      splits = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--bytes N] [--split]\n", argv[0]);
       return 2;
     }
   }
@@ -75,6 +128,8 @@ int main(int argc, char** argv) {
                 "\"rank1_sockets_after_allreduce\": %d, \"rank1_sockets_after_alltoall\": %d}\n",
                 n, mode ? mode : "eager", bytes, times[0], times[1], times[2], times[3], all[r1], all[r1 + 1], all[r1 + 2]);
   }
+  std::fflush(stdout);
+  if (splits) report_splits(*pg, v);
   pg->shutdown();
   return 0;
 }

@@ -13,6 +13,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,32 @@ struct GroupOptions {
   std::string transport;                 // "": KOLO_TRANSPORT or automatic
   std::string secret;                    // "": KOLO_SECRET, else made by rank 0 and shared through the store
   std::string name = "default";          // names the group in logs and store keys
+};
+
+// How split() and new_group() make the subgroup.
+//
+// share_connections (NCCL's ncclConfig_t.splitShare): the subgroup opens no connection and
+// starts no engine thread of its own: it runs its operations on this group's connections (its
+// rank i talks to parent rank ranks[i] over the parent's pair) and on this group's engine thread,
+// in one queue with the parent's operations (and those of every other group sharing them).
+// The price, as in NCCL, is an ordering rule: every rank must issue the operations of the
+// parent and of all its sharing subgroups in the same order (a rank's operations of the two
+// groups form one sequence, and on every pair the messages of both must arrive in the order the
+// receiver runs them). A rank that breaks it gets a MismatchError naming both groups and
+// collectives with their sequence numbers (every message carries its group's id), or, where no
+// message arrives, the TimeoutError of the operation's timeout: never a hang or wrong data.
+// What the subgroup keeps its own: ranks, sequence numbers, Works, timeouts, and errors that
+// name its ranks (and the parent's rank of the peer). What it shares: failure. A peer's death,
+// a mismatch, a timeout or abort() on either group fails both (their connections are aborted),
+// and every later operation of either fails at once. Destroying (or shutting down) a sharing
+// subgroup waits for its last operation and leaves the parent working; shutting down the parent
+// refuses its later operations but keeps the connections open for the subgroups that still use
+// them: the last group on a set of connections closes them (the orderly goodbye of shutdown()).
+// Subgroups of a sharing subgroup may share too (they run on the same connections) or not (they
+// connect anew, as any non-sharing split).
+struct SplitOptions {
+  std::optional<bool> share_connections;  // unset: KOLO_SPLIT_SHARE (0: connect anew)
+  std::chrono::milliseconds timeout{0};   // of the subgroup's operations; 0: this group's
 };
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -73,13 +100,23 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr recv(Buffer buf, int src, const RecvOptions& opts = {});
 
   // Collective over this group. Ranks with the same color form a new group ordered by (key,
-  // rank); color < 0 takes no part and gets nullptr.
-  std::shared_ptr<ProcessGroup> split(int color, int key);
+  // rank); color < 0 takes no part and gets nullptr. Every member of a color must pass the same
+  // share_connections (checked: InvalidArgument on every member otherwise).
+  std::shared_ptr<ProcessGroup> split(int color, int key, const SplitOptions& opts = {});
   // Collective over this group: every rank calls it with the same list; members get the new
   // group (rank = position in the list), others nullptr.
-  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const SplitOptions& opts = {});
+  // new_group for a framework whose subgroups are made by their members alone (torch's new_group
+  // hands a backend a store, its rank and the size, not the parent): NOT collective over this
+  // group, only the members call it, each with the same `ranks` (ranks of this group, in the new
+  // group's order; this rank among them), and in the same order as their other calls with the
+  // same list. When sharing is asked for (opts.share_connections, else KOLO_SPLIT_SHARE) it returns
+  // a subgroup sharing this group's connections (see SplitOptions), exchanging nothing; otherwise
+  // nullptr, and the caller makes an ordinary group as it would have.
+  std::shared_ptr<ProcessGroup> subgroup_of_members(const std::vector<int>& ranks, const SplitOptions& opts = {});
 
   // Fails every queued and running operation with `reason` and tells the peers; not orderly.
+  // On a group that shares connections (SplitOptions), it fails every group on them.
   void abort(const std::string& reason = "aborted by the user");
   // Waits for queued operations, says goodbye to every peer and closes connections. Collective.
   // Throws if a peer reported a failure during the goodbye (a rank whose last operation could

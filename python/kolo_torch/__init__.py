@@ -15,8 +15,13 @@ __all__ = ["create_backend"]
 
 
 def create_backend(store, rank, size, timeout):
-    """The creator torch calls with the group's (prefixed) store, rank, size and timeout."""
-    return _C.create_backend(store, rank, size, timeout)
+    """The creator torch calls with the group's (prefixed) store, rank, size and timeout.
+
+    While no default group exists this is the world's backend; afterwards it is a subgroup's
+    (new_group), which gets this rank's world rank so that with KOLO_SPLIT_SHARE=1 it can run on
+    the world's connections instead of opening its own."""
+    world_rank = dist.get_rank() if dist.is_initialized() else -1
+    return _C.create_backend(store, rank, size, timeout, world_rank)
 
 
 def _register():

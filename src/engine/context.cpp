@@ -102,6 +102,17 @@ std::vector<int> Context::close(std::chrono::steady_clock::time_point deadline) 
   return missing;
 }
 
+void Context::name_group(uint16_t id, const std::string& name) {
+  std::lock_guard<std::mutex> lk(names_mu_);
+  group_names_[id] = name;
+}
+
+std::string Context::group_name(uint16_t id) const {
+  std::lock_guard<std::mutex> lk(names_mu_);
+  auto it = group_names_.find(id);
+  return it != group_names_.end() ? it->second : "with id " + std::to_string(id) + " (not known on this rank)";
+}
+
 std::string encode_abort_reason(int culprit, ErrorKind kind, const std::string& message) {
   return std::to_string(culprit) + "\n" + static_cast<char>(kind) + "\n" + message;
 }

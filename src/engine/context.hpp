@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,12 @@ class Context final : public transport::FailureSink {
   // Orderly goodbye on every device; returns peers that did not answer in time.
   std::vector<int> close(std::chrono::steady_clock::time_point deadline);
 
+  // The names of the groups that run on these connections, by the id their tags carry
+  // (tags.hpp; 0 is the owner), so that a mismatch between two of them names both. Thread-safe;
+  // read only when a mismatch is reported.
+  void name_group(uint16_t id, const std::string& name);
+  std::string group_name(uint16_t id) const;
+
  private:
   int rank_, size_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
@@ -61,6 +68,8 @@ class Context final : public transport::FailureSink {
   mutable std::mutex failure_mu_;
   PeerFailure failure_;
   bool aborted_ = false;
+  mutable std::mutex names_mu_;
+  std::map<uint16_t, std::string> group_names_;
 };
 
 // Abort notices carry the rank to blame and the kind of error first, so that a rank that learns

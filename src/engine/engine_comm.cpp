@@ -47,21 +47,26 @@ std::string describe_operation(const algo::CollArgs& args, uint64_t seq) {
   return std::string(algo::coll_name(args.kind)) + " #" + std::to_string(seq);
 }
 
+std::string GroupInfo::label() const {
+  if (!shares()) return "group " + name;
+  return "group " + name + ", on the connections of group " + owner + " where this is rank " + std::to_string(to_ctx(rank));
+}
+
 std::string EngineComm::where() const {
   return describe_operation(args_, stamp_.seq) + " on rank " + std::to_string(group_.rank) + " of " +
-         std::to_string(group_.size) + " (group " + group_.name + ")";
+         std::to_string(group_.size) + " (" + group_.label() + ")";
 }
 
 bool EngineComm::peek_p2p(int peer) {
   check_peer(peer);
   transport::Tag tag;
   uint64_t bytes = 0;
-  if (!ctx_.pair(peer).peek_incoming(&tag, &bytes)) return false;
+  if (!ctx_.pair(group_.to_ctx(peer)).peek_incoming(&tag, &bytes)) return false;
   // The sender-specific parts (its sequence number on the pair, count, dtype) are checked by
   // the real receive, which then names the sender of a mismatch; here only "is it meant for a
   // point-to-point receive with this tag".
   const Stamp s = decode(tag);
-  return s.kind == algo::CollKind::send && s.root_or_tag == args_.tag;
+  return s.group == stamp_.group && s.kind == algo::CollKind::send && s.root_or_tag == args_.tag;
 }
 
 void EngineComm::receive_from(int peer) {
@@ -107,14 +112,14 @@ void EngineComm::check_peer(int peer) const {
 algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
   check_peer(peer);
   if (ctx_.has_failure()) raise_group_failure();
-  ctx_.pair(peer).post_send(buf, bytes, tag_, &reqs_.next());
+  ctx_.pair(group_.to_ctx(peer)).post_send(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
 algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
   check_peer(peer);
   if (ctx_.has_failure()) raise_group_failure();
-  ctx_.pair(peer).post_recv(buf, bytes, tag_, &reqs_.next());
+  ctx_.pair(group_.to_ctx(peer)).post_recv(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
@@ -164,12 +169,12 @@ void EngineComm::wait(algo::Req r) {
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline_)
-      raise_timeout(where(), timeout_, req, WaitFor{waits_.collective, waits_.seq, req.peer}, group_.blame.get());
+    if (now >= deadline_) raise_timeout(where(), timeout_, req, waits_.collective, waits_.seq, group_);
     if (moved) continue;
     if (spin_until == Clock::time_point{}) spin_until = now + spin_;
     if (now >= spin_until) {
       // The slow path: say whom we wait for (the flight recorder shows it if we never return).
+      // The Context's numbering: the flight recorder is the owner's, even for a sharing subgroup.
       if (waiting_slot_) waiting_slot_->store(req.peer, std::memory_order_relaxed);
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline_ - now);
       ctx_.block(std::min(left, std::chrono::microseconds(50000)));
@@ -199,21 +204,56 @@ void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, 
   throw TimeoutError(format_timeout(where, timeout, r, blame ? &*blame : nullptr), blame ? blame->culprit() : r.peer);
 }
 
-void raise_request_failure(const std::string& where, const Request& r, const Context& ctx) {
+void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, const Request& r, bool collective,
+                   uint64_t seq, const GroupInfo& g) {
+  const int peer = g.from_ctx_peer(r.peer);
+  if (!g.shares()) raise_timeout(where, timeout, r, WaitFor{collective, seq, peer}, g.blame.get());
+  Request mine = r;  // the error path of a sharing group: a copy that names the peer in its ranks
+  mine.peer = peer;
+  raise_timeout(where, timeout, mine, WaitFor{collective, seq, peer}, g.blame.get());
+}
+
+// "rank 1" in a group that owns its connections; "rank 1 (rank 3 of group default)" in one that
+// shares another's.
+static std::string peer_name(const GroupInfo& g, int ctx_peer) {
+  const std::string here = "rank " + std::to_string(g.from_ctx_peer(ctx_peer));
+  if (!g.shares()) return here;
+  return here + " (rank " + std::to_string(ctx_peer) + " of group " + g.owner + ")";
+}
+
+void raise_request_failure(const std::string& where, const Request& r, const Context& ctx, const GroupInfo& g) {
   if (r.failure == Failure::tag_mismatch || r.failure == Failure::size_mismatch) {
     Stamp mine = decode(r.tag), theirs = decode(r.got_tag);
-    std::string msg = "kolo: " + where + ": rank " + std::to_string(r.peer) + " sent a message for " + describe(theirs);
+    // Name the groups when the message belongs to another group on the same connections (parent
+    // and sharing child issued in different orders on the two ranks).
+    const bool other_group = mine.group != theirs.group;
+    const std::string theirs_group = other_group ? ctx.group_name(theirs.group) : "";
+    const std::string mine_group = other_group ? ctx.group_name(mine.group) : "";
+    std::string msg = "kolo: " + where + ": " + peer_name(g, r.peer) + " sent a message for " + describe(theirs, theirs_group);
     if (r.failure == Failure::size_mismatch || r.got_bytes != r.bytes)
       msg += " of " + std::to_string(r.got_bytes) + " bytes";
-    msg += " where this rank expected " + describe(mine);
+    msg += " where this rank expected " + describe(mine, mine_group);
     if (r.got_bytes != r.bytes) msg += " of " + std::to_string(r.bytes) + " bytes";
-    msg += ". Every rank must issue the same collectives, with matching arguments, in the same order.";
-    throw MismatchError(msg, r.peer);
+    msg += other_group ? ". Groups that share connections must issue their operations in the same order on every rank."
+                       : ". Every rank must issue the same collectives, with matching arguments, in the same order.";
+    throw MismatchError(msg, g.from_ctx_peer(r.peer));
   }
   // The transport's own failure, or the group's first failure if this request was failed
   // because another connection broke.
-  if (ctx.has_failure()) raise_failure(where, ctx.failure());
-  throw PeerError("kolo: " + where + " failed: " + r.detail, r.peer);
+  if (ctx.has_failure()) raise_failure(where, as_seen_by(g, ctx.failure()));
+  std::string detail = r.detail;
+  if (g.shares()) detail += " (" + peer_name(g, r.peer) + ")";
+  throw PeerError("kolo: " + where + " failed: " + detail, g.from_ctx_peer(r.peer));
+}
+
+PeerFailure as_seen_by(const GroupInfo& g, PeerFailure f) {
+  if (!g.shares() || f.peer < 0) return f;
+  const int here = g.from_ctx_peer(f.peer);
+  const std::string theirs = "rank " + std::to_string(f.peer) + " of group " + g.owner;
+  f.detail += " (ranks named above are those of group " + g.owner + "; " + theirs +
+              (here >= 0 ? " is rank " + std::to_string(here) + " of group " + g.name : " is not in group " + g.name) + ")";
+  f.peer = here;
+  return f;
 }
 
 void raise_failure(const std::string& where, const PeerFailure& f) {
@@ -240,7 +280,7 @@ void classify(const std::exception& e, int* culprit, ErrorKind* kind) {
   }
 }
 
-void EngineComm::raise(const Request& r) { raise_request_failure(where(), r, ctx_); }
+void EngineComm::raise(const Request& r) { raise_request_failure(where(), r, ctx_, group_); }
 
 void EngineComm::raise_group_failure() {
   PeerFailure f = ctx_.failure();
@@ -252,7 +292,7 @@ void EngineComm::raise_group_failure() {
         raise(r);
     }
   }
-  raise_failure(where(), f);
+  raise_failure(where(), as_seen_by(group_, f));
 }
 
 void EngineComm::reduce(void* dst, const void* src, size_t count) {

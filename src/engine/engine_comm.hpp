@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "algorithms/comm.hpp"
 #include "common/bump_arena.hpp"
@@ -22,6 +23,29 @@ struct GroupInfo {
   int size = 1;
   algo::HostLayout hosts;  // which ranks share a host (from the bootstrap's host identities)
   std::shared_ptr<const BlameBoard> blame;  // null: a timeout names the rank waited for, no exchange
+
+  // A group that runs on another group's connections (split with share_connections): its rank
+  // i is the Context's peer ctx_rank[i], and the Context's peer p is its rank from_ctx[p] (-1: not
+  // a member). Both empty for the group that owns the Context (the identity). `id` goes into
+  // every tag (tags.hpp), so that a message of one group never matches a receive of another;
+  // `owner` names the group that owns the connections, for messages.
+  std::vector<int> ctx_rank, from_ctx;
+  uint16_t id = 0;
+  std::string owner;
+  // Point-to-point receives from each of its ranks, numbered when the executor posts them (a
+  // receive from any source learns its sender only then). Touched only by whichever thread runs
+  // the group's operations (the executor's run lock), hence mutable in a shared const GroupInfo.
+  mutable std::vector<uint64_t> p2p_recv_seq;
+
+  bool shares() const { return !ctx_rank.empty(); }
+  int to_ctx(int r) const { return ctx_rank.empty() ? r : ctx_rank[static_cast<size_t>(r)]; }
+  int from_ctx_peer(int p) const {
+    if (from_ctx.empty() || p < 0) return p;
+    return static_cast<size_t>(p) < from_ctx.size() ? from_ctx[static_cast<size_t>(p)] : -1;
+  }
+  // "group default" or "group default/split0.color1, on the connections of group default where
+  // this is rank 3".
+  std::string label() const;
 };
 
 class EngineComm final : public algo::Comm {
@@ -95,12 +119,21 @@ std::string describe_operation(const algo::CollArgs& args, uint64_t seq);
 // at the end of the wait-for chain (its peer_rank()); else, as without, the rank waited for.
 [[noreturn]] void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r,
                                 const WaitFor& w, const BlameBoard* board);
+// The same for a request of group `g`, whose peers the Context numbers its own way: the message,
+// the blame chain and peer_rank() use g's ranks.
+[[noreturn]] void raise_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r,
+                                bool collective, uint64_t seq, const GroupInfo& g);
 std::string format_timeout(const std::string& where, std::chrono::milliseconds timeout, const transport::Request& r,
                            const Blame* blame);
-[[noreturn]] void raise_request_failure(const std::string& where, const transport::Request& r, const Context& ctx);
+// `g` is the group whose operation `r` belongs to: ranks are named in its numbering.
+[[noreturn]] void raise_request_failure(const std::string& where, const transport::Request& r, const Context& ctx,
+                                        const GroupInfo& g);
 // Throws the group's first failure as seen from `where`, with the same exception type the rank
 // that first saw it raised (TimeoutError, MismatchError or PeerError).
 [[noreturn]] void raise_failure(const std::string& where, const PeerFailure& f);
+// The Context's failure as group `g` sees it: the culprit in g's ranks (-1 if not a member), and
+// the detail, which names the Context's ranks, says which rank that is.
+PeerFailure as_seen_by(const GroupInfo& g, PeerFailure f);
 // The rank to blame and the kind of a kolo exception, for the abort notice.
 void classify(const std::exception& e, int* culprit, ErrorKind* kind);
 

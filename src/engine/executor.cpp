@@ -30,8 +30,7 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
       spin_(config::get_int("KOLO_SPIN_US")),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
-      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))),
-      p2p_recv_seq_(static_cast<size_t>(group_.size), 0) {
+      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -172,35 +171,31 @@ void Executor::close_and_join() {
 bool Executor::failed() const { return failed_.load(); }
 
 std::string Executor::where(const Task& t) const {
-  return describe_operation(t.args, t.stamp.seq) + " on rank " +
-         std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " + group_.name + ")";
+  const GroupInfo& g = info(t);
+  return describe_operation(t.args, t.stamp.seq) + " on rank " + std::to_string(g.rank) + " of " + std::to_string(g.size) +
+         " (" + g.label() + ")";
 }
 
 std::exception_ptr Executor::not_run_error(const Task& t) const {
-  int peer = -1;
-  if (group_error_) {
-    try {
-      std::rethrow_exception(group_error_);
-    } catch (const PeerError& e) {
-      peer = e.peer_rank();
-    } catch (const TimeoutError& e) {
-      peer = e.peer_rank();
-    } catch (...) {
-    }
-  }
+  // The culprit in the numbering of t's group (the first error may have come from another group
+  // on these connections, which numbers its ranks its own way).
+  const int peer = info(t).from_ctx_peer(culprit_);
   return std::make_exception_ptr(
       PeerError("kolo: " + where(t) + " was not run: the group failed earlier: " + group_error_text_, peer));
 }
 
-void Executor::fail_group(const std::exception& e) {
+void Executor::fail_group(const std::exception& e, const GroupInfo& g) {
   int culprit;
   ErrorKind kind;
   classify(e, &culprit, &kind);
+  // Peers decode the abort notice's culprit as the Context numbers them.
+  culprit = culprit >= 0 && culprit < g.size ? g.to_ctx(culprit) : -1;
   fail_group(e.what(), culprit, kind);
 }
 
 void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind) {
   if (failed_.exchange(true)) return;
+  culprit_ = culprit;
   KOLO_LOG(error, reason);
   fr_->dump(reason);
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
@@ -209,7 +204,8 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   while (!pending_.empty()) {
     Task t = retire_pending(0);
     fr_->finished(t.fr, false);
-    WorkAccess::finish(*t.work, std::make_exception_ptr(PeerError("kolo: " + where(t) + " failed: " + reason, culprit)));
+    WorkAccess::finish(*t.work, std::make_exception_ptr(PeerError("kolo: " + where(t) + " failed: " + reason,
+                                                                  info(t).from_ctx_peer(culprit))));
   }
 }
 
@@ -293,7 +289,7 @@ void Executor::loop() {
         } catch (const Error& e) {
           group_error_ = std::current_exception();
           group_error_text_ = e.what();
-          fail_group(e);
+          fail_group(e, group_);
         }
         continue;
       }
@@ -320,7 +316,7 @@ void Executor::loop() {
           } catch (const Error& e) {
             group_error_ = std::current_exception();
             group_error_text_ = e.what();
-            fail_group(e);
+            fail_group(e, group_);
           }
         }
         // A failure no operation reported (a peer aborted after this rank's last operation, say
@@ -355,11 +351,12 @@ void Executor::loop() {
 
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
-  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
-  const char* transport = group_.size > 1 ? ctx_->transport_name((group_.rank + 1) % group_.size) : "self";
+  const GroupInfo& g = info(t);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
+  const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
   fr_->started(t.fr, start, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
-  if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(p2p_recv_seq_.data());  // recv "any"
+  if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(recv_counters(info(t)));  // recv "any"
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
                                              << transport
                                              << ", " << t.args.bytes() << " bytes per rank");
@@ -372,7 +369,7 @@ void Executor::run_collective(Task& t) {
       group_error_text_ = e.what();
     }
     fr_->finished(t.fr, false);
-    fail_group(e);
+    fail_group(e, g);
     error_delivered_ = true;
     if (comm.source() >= 0) WorkAccess::set_source_rank(*t.work, comm.source());
     WorkAccess::finish(*t.work, std::current_exception());
@@ -393,10 +390,12 @@ void Executor::run_collective(Task& t) {
 }
 
 void Executor::post_point_to_point(Task& t) {
-  if (t.args.kind == algo::CollKind::recv) t.stamp.seq = p2p_recv_seq_[static_cast<size_t>(t.args.root)]++;
+  const GroupInfo& g = info(t);
+  if (t.args.kind == algo::CollKind::recv) t.stamp.seq = recv_counters(g)[t.args.root]++;
+  const int peer = g.to_ctx(t.args.root);
   const auto now = Clock::now();
   const auto deadline = now + t.timeout;
-  fr_->started(t.fr, now, ctx_->transport_name(t.args.root));
+  fr_->started(t.fr, now, ctx_->transport_name(peer));
   std::unique_ptr<Request> req;
   if (spare_reqs_.empty()) {
     req = std::make_unique<Request>();
@@ -406,7 +405,6 @@ void Executor::post_point_to_point(Task& t) {
   }
   Request* r = req.get();
   const transport::Tag tag = encode(t.stamp);
-  const int peer = t.args.root;
   const size_t bytes = t.args.bytes();
   const bool send = t.args.kind == algo::CollKind::send;
   void* buf = t.args.recv;
@@ -416,6 +414,12 @@ void Executor::post_point_to_point(Task& t) {
   sync_pending_count();
   if (send) ctx_->pair(peer).post_send(data, bytes, tag, r);
   else ctx_->pair(peer).post_recv(buf, bytes, tag, r);
+}
+
+uint64_t* Executor::recv_counters(const GroupInfo& g) {
+  // Sized at the group's first receive (the one allocation), then only counted.
+  if (g.p2p_recv_seq.size() != static_cast<size_t>(g.size)) g.p2p_recv_seq.assign(static_cast<size_t>(g.size), 0);
+  return g.p2p_recv_seq.data();
 }
 
 Task Executor::retire_pending(size_t i) {
@@ -442,11 +446,12 @@ void Executor::check_pending() {
     if (r.state == Request::State::failed || now >= p.deadline || ctx_->has_failure()) {
       std::exception_ptr err;
       try {
+        const GroupInfo& g = info(p);
         const std::string at = where(p.task);
         if (r.state == Request::State::pending && !ctx_->has_failure())
-          raise_timeout(at, p.task.timeout, r, WaitFor{false, p.task.stamp.seq, r.peer}, group_.blame.get());
-        if (r.state == Request::State::pending) raise_failure(at, ctx_->failure());
-        raise_request_failure(at, r, *ctx_);
+          raise_timeout(at, p.task.timeout, r, false, p.task.stamp.seq, g);
+        if (r.state == Request::State::pending) raise_failure(at, as_seen_by(g, ctx_->failure()));
+        raise_request_failure(at, r, *ctx_, g);
       } catch (const Error& e) {
         err = std::current_exception();
         if (!group_error_) {
@@ -457,7 +462,7 @@ void Executor::check_pending() {
         // with the group's error, and this one carries its own.
         Task failing = retire_pending(i);
         fr_->finished(failing.fr, false);
-        fail_group(e);
+        fail_group(e, info(failing));
         error_delivered_ = true;
         WorkAccess::finish(*failing.work, err);
         return;

@@ -45,6 +45,9 @@ struct Task {
   uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
   std::chrono::steady_clock::time_point submitted;
   FlightEntry* fr = nullptr;  // its slot in the flight recorder (null when that is off)
+  // The group it belongs to when that is a subgroup sharing this executor's connections
+  // (ProcessGroup::split with share_connections); null for the executor's own group.
+  std::shared_ptr<const GroupInfo> group;
 };
 
 class Executor final : public WorkRunner, public std::enable_shared_from_this<Executor> {
@@ -59,6 +62,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // Throws if a peer turned out to have failed or aborted during the goodbye.
   void close_and_join();
   bool failed() const;
+  // A subgroup that runs on this executor's connections: its id and name, for mismatch messages.
+  void name_group(uint16_t id, const std::string& name) { ctx_->name_group(id, name); }
+  const GroupInfo& group() const { return group_; }
 
   // WorkRunner: a waiting (or polling) user thread.
   bool run_inline(Work& w, std::chrono::milliseconds wait_timeout) override;
@@ -75,6 +81,10 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   };
   // Ends pending_[i] (its Work is the caller's to finish): the request goes back to the spares.
   Task retire_pending(size_t i);
+  const GroupInfo& info(const Task& t) const { return t.group ? *t.group : group_; }
+  const GroupInfo& info(const Pending& p) const { return info(p.task); }
+  // The group's counters of point-to-point receives per peer, numbered when posted.
+  static uint64_t* recv_counters(const GroupInfo& g);
 
   void loop();
   void wait_for_work();
@@ -87,7 +97,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void post_point_to_point(Task& t);
   void check_pending();
   void fail_group(const std::string& reason, int culprit, ErrorKind kind);
-  void fail_group(const std::exception& e);
+  void fail_group(const std::exception& e, const GroupInfo& g);  // e names ranks of g
   std::exception_ptr not_run_error(const Task& t) const;
   std::string where(const Task& t) const;
 
@@ -118,12 +128,12 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // carries, which must count the sender's messages on that pair. Counted here, when posted,
   // not at issue: a receive from any source takes its number from the pair it chooses when it
   // runs, after later receives may have been issued.
-  std::vector<uint64_t> p2p_recv_seq_;
   std::vector<Pending> pending_;  // under run_mu_; in posting order
   std::vector<std::unique_ptr<transport::Request>> spare_reqs_;  // under run_mu_
   std::atomic<size_t> pending_n_{0};  // pending_.size(), readable without run_mu_
   std::exception_ptr group_error_;
   std::string group_error_text_;
+  int culprit_ = -1;  // the first failure's culprit, as the Context numbers its peers
   std::atomic<bool> failed_{false};
   std::exception_ptr close_error_;
   bool error_delivered_ = false;          // some Work has carried the group's error to the user

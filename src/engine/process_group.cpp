@@ -12,6 +12,7 @@
 #include "engine/bootstrap.hpp"
 #include "common/config.hpp"
 #include "engine/executor.hpp"
+#include "engine/shared_group.hpp"
 #include "engine/validate.hpp"
 
 namespace kolo {
@@ -27,6 +28,23 @@ std::chrono::milliseconds default_group_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
 }
 
+// A group's connections and engine thread, held by the group that made them and by every
+// subgroup split off with share_connections: the last one shut down closes them (the orderly,
+// collective goodbye); the destructor does it when nobody called shutdown().
+struct SharedConnections {
+  explicit SharedConnections(std::shared_ptr<engine::Executor> e) : executor(std::move(e)) {}
+  SharedConnections(const SharedConnections&) = delete;
+  SharedConnections& operator=(const SharedConnections&) = delete;
+  std::shared_ptr<engine::Executor> executor;
+  ~SharedConnections() {
+    try {
+      executor->close_and_join();
+    } catch (const std::exception& e) {
+      KOLO_LOG(warn, "closing the connections of group " << executor->group().name << " failed: " << e.what());
+    }
+  }
+};
+
 struct ProcessGroup::Impl {
   std::shared_ptr<Store> store;
   std::string prefix;
@@ -40,6 +58,11 @@ struct ProcessGroup::Impl {
   algo::SelectionTunables selection = algo::SelectionTunables::from_config();  // read once per group
   algo::SelectionMemo chosen;  // under `mu`
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
+  std::shared_ptr<SharedConnections> connections;  // null once this group is shut down
+  // Set for a subgroup that shares its parent's connections: its ranks and tag id as the
+  // executor sees them (shared_group.hpp). Null for a group that owns its connections.
+  std::shared_ptr<const engine::GroupInfo> shared;
+  WorkPtr last;  // a sharing subgroup's last operation: its shutdown waits for it (under mu)
 
   std::mutex mu;  // issue order
   // Works' memory, recycled: taken under `mu` only (the pool's one consumer).
@@ -51,6 +74,7 @@ struct ProcessGroup::Impl {
   std::vector<uint64_t> send_seq, recv_seq;
   uint64_t any_source_seq = 0;
   int split_count = 0;
+  std::map<std::vector<int>, int> member_subgroups;  // subgroup_of_members calls per member list
   bool shut_down = false;
 
   WorkPtr issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts);
@@ -85,11 +109,47 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->host_ids = connected.host_ids;
   impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
                                                                    : algo::HostLayout::single_host(size);
-  impl->executor =
-      std::make_shared<engine::Executor>(std::move(connected.ctx),
-                                         engine::GroupInfo{name, rank, size, impl->hosts,
-                                                           engine::BlameBoard::from_config(store, prefix, rank, size)},
-                                         timeout);
+  engine::GroupInfo info;
+  info.name = name;
+  info.rank = rank;
+  info.size = size;
+  info.hosts = impl->hosts;
+  info.blame = engine::BlameBoard::from_config(store, prefix, rank, size);
+  impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), std::move(info), timeout);
+  impl->executor->name_group(0, name);
+  impl->connections = std::make_shared<SharedConnections>(impl->executor);
+  return impl;
+}
+
+// A subgroup that runs on `parent`'s connections and executor: no connection, no thread, no
+// store traffic (the blame board's keys are written only after a timeout).
+static std::unique_ptr<ProcessGroup::Impl> share_impl(const ProcessGroup::Impl& parent, const std::string& prefix,
+                                                       const std::string& name, int rank,
+                                                       const std::vector<int>& parent_ranks,
+                                                       std::chrono::milliseconds timeout) {
+  auto impl = std::make_unique<ProcessGroup::Impl>();
+  const int size = static_cast<int>(parent_ranks.size());
+  impl->store = parent.store;
+  impl->prefix = prefix;
+  impl->name = name;
+  impl->rank = rank;
+  impl->size = size;
+  impl->timeout = timeout;
+  impl->transport = parent.transport;
+  impl->secret = parent.secret;
+  impl->send_seq.assign(static_cast<size_t>(size), 0);
+  impl->recv_seq.assign(static_cast<size_t>(size), 0);
+  if (parent.host_ids.size() == static_cast<size_t>(parent.size))
+    for (int r : parent_ranks) impl->host_ids.push_back(parent.host_ids[static_cast<size_t>(r)]);
+  impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
+                                                                   : algo::HostLayout::single_host(size);
+  impl->executor = parent.executor;
+  impl->connections = parent.connections;
+  const engine::GroupInfo& owner = parent.executor->group();
+  const engine::GroupInfo& above = parent.shared ? *parent.shared : owner;
+  impl->shared = engine::make_shared_group(above, owner.size, name, prefix, rank, parent_ranks, impl->hosts,
+                                           engine::BlameBoard::from_config(parent.store, prefix, rank, size));
+  impl->executor->name_group(impl->shared->id, name);
   return impl;
 }
 
@@ -162,12 +222,17 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.root_or_tag = static_cast<uint32_t>(args.root);
     s.algo_index = choice.index;
   }
+  if (shared) {
+    s.group = shared->id;
+    t.group = shared;
+  }
   t.args = std::move(args);
   t.work = engine::WorkAccess::make(works, algo::coll_name(t.args.kind), s.seq);
   if (p2p && t.args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*t.work, t.args.root);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
   executor->submit(std::move(t));
+  if (shared) last = w;
   return w;
 }
 
@@ -267,12 +332,14 @@ WorkPtr ProcessGroup::recv(Buffer buf, int src, const RecvOptions& opts) {
   return impl_->issue(std::move(a), Buffer(), buf, opts);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
-  // Everyone learns everyone's (color, key) through this group, then each color connects anew.
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const SplitOptions& opts) {
+  // Everyone learns everyone's (color, key, share) through this group, then each color connects
+  // anew or runs on this group's connections.
   const size_t n = static_cast<size_t>(size());
-  int64_t mine[2] = {color, key};
-  std::vector<int64_t> all(2 * n);
-  allgather(Buffer(mine, 2), Buffer(all.data(), all.size()))->wait();
+  const bool share = opts.share_connections.value_or(config::get_int("KOLO_SPLIT_SHARE") != 0);
+  int64_t mine[3] = {color, key, share ? 1 : 0};
+  std::vector<int64_t> all(3 * n);
+  allgather(Buffer(mine, 3), Buffer(all.data(), all.size()))->wait();
   int index;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
@@ -280,18 +347,35 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   }
   if (color < 0) return nullptr;
   std::vector<std::pair<int64_t, int>> members;  // (key, parent rank)
-  for (size_t r = 0; r < n; ++r)
-    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], static_cast<int>(r));
+  std::string disagree;
+  for (size_t r = 0; r < n; ++r) {
+    if (all[3 * r] != color) continue;
+    members.emplace_back(all[3 * r + 1], static_cast<int>(r));
+    if ((all[3 * r + 2] != 0) != share) disagree += (disagree.empty() ? "" : ", ") + std::to_string(r);
+  }
+  // Half a color sharing and half connecting would wait for connections that never come.
+  if (!disagree.empty())
+    throw InvalidArgument("kolo: split of group " + name() + " refused: rank(s) " + disagree + " of color " +
+                          std::to_string(color) + " asked for share_connections " + (share ? "false" : "true") +
+                          " where this rank asked for " + (share ? "true" : "false") +
+                          " (SplitOptions.share_connections or KOLO_SPLIT_SHARE must agree)");
   std::sort(members.begin(), members.end());
   int new_rank = 0;
-  for (size_t i = 0; i < members.size(); ++i)
+  std::vector<int> parent_ranks;
+  for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].second == rank()) new_rank = static_cast<int>(i);
+    parent_ranks.push_back(members[i].second);
+  }
   std::string suffix = "split" + std::to_string(index) + ".color" + std::to_string(color);
+  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl_->timeout;
+  if (share)
+    return make_group(share_impl(*impl_, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, new_rank, parent_ranks,
+                                 timeout));
   return make_group(connect_impl(impl_->store, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, new_rank,
-                                 static_cast<int>(members.size()), impl_->timeout, &impl_->secret, "", impl_->transport));
+                                 static_cast<int>(members.size()), timeout, &impl_->secret, "", impl_->transport));
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const SplitOptions& opts) {
   std::vector<int> seen(static_cast<size_t>(size()), 0);
   for (int r : ranks) {
     if (r < 0 || r >= size())
@@ -301,7 +385,38 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   auto pos = std::find(ranks.begin(), ranks.end(), rank());
   int color = pos == ranks.end() ? -1 : 0;
   int key = pos == ranks.end() ? 0 : static_cast<int>(pos - ranks.begin());
-  return split(color, key);
+  return split(color, key, opts);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::subgroup_of_members(const std::vector<int>& ranks, const SplitOptions& opts) {
+  if (!opts.share_connections.value_or(config::get_int("KOLO_SPLIT_SHARE") != 0)) return nullptr;
+  std::vector<int> seen(static_cast<size_t>(size()), 0);
+  std::string list;
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= size())
+      throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(r) + " is not in group " + name() +
+                            " of " + std::to_string(size()));
+    if (seen[static_cast<size_t>(r)]++)
+      throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(r) + " listed twice");
+    if (r == rank()) me = static_cast<int>(i);
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  if (me < 0)
+    throw InvalidArgument("kolo: subgroup_of_members refused: rank " + std::to_string(rank()) + " of group " + name() +
+                          " is not in the list (only members call it)");
+  int occurrence;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    if (impl_->shut_down) throw Error("kolo: subgroup_of_members on group " + name() + " after shutdown()");
+    occurrence = impl_->member_subgroups[ranks]++;
+  }
+  // Every member has made the same number of subgroups with this exact list before: the same
+  // name (and so the same tag id) on every member, without a word exchanged.
+  const std::string suffix = "members[" + list + "]." + std::to_string(occurrence);
+  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl_->timeout;
+  return make_group(share_impl(*impl_, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, me, ranks, timeout));
 }
 
 void ProcessGroup::abort(const std::string& reason) {
@@ -309,12 +424,26 @@ void ProcessGroup::abort(const std::string& reason) {
 }
 
 void ProcessGroup::shutdown() {
+  WorkPtr last;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
     if (impl_->shut_down) return;
     impl_->shut_down = true;
+    last = std::move(impl_->last);
   }
-  impl_->executor->close_and_join();
+  // A sharing subgroup's operations run on the shared executor: wait for the last one (their
+  // errors belong to their Works; the group's own failure, if any, reaches the others too).
+  if (last) {
+    try {
+      last->wait();
+    } catch (const std::exception& e) {
+      KOLO_LOG(info, "group " << impl_->name << ": its last operation failed before shutdown: " << e.what());
+    }
+  }
+  // The last group on these connections closes them, reporting what went wrong during the
+  // goodbye; the others leave them to the groups that still use them.
+  std::shared_ptr<SharedConnections> connections = std::move(impl_->connections);
+  if (connections.use_count() == 1) connections->executor->close_and_join();
 }
 
 }  // namespace kolo

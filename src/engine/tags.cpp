@@ -4,9 +4,13 @@
 
 namespace kolo::engine {
 
+static constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
+
 transport::Tag encode(const Stamp& s) {
   transport::Tag t;
-  t.w[0] = s.seq;
+  // A sequence number never reaches 2^48 (a collective per nanosecond for three days), so the
+  // top 16 bits carry the group id.
+  t.w[0] = (s.seq & kSeqMask) | static_cast<uint64_t>(s.group) << 48;
   t.w[1] = s.count;
   t.w[2] = static_cast<uint64_t>(s.kind) | static_cast<uint64_t>(s.dtype) << 8 | static_cast<uint64_t>(s.op) << 16 |
            static_cast<uint64_t>(s.algo_index) << 24 | static_cast<uint64_t>(s.root_or_tag) << 32;
@@ -15,7 +19,8 @@ transport::Tag encode(const Stamp& s) {
 
 Stamp decode(const transport::Tag& t) {
   Stamp s;
-  s.seq = t.w[0];
+  s.seq = t.w[0] & kSeqMask;
+  s.group = static_cast<uint16_t>(t.w[0] >> 48);
   s.count = t.w[1];
   s.kind = static_cast<algo::CollKind>(t.w[2] & 0xff);
   s.dtype = static_cast<DataType>((t.w[2] >> 8) & 0xff);
@@ -25,7 +30,7 @@ Stamp decode(const transport::Tag& t) {
   return s;
 }
 
-std::string describe(const Stamp& s) {
+std::string describe(const Stamp& s, const std::string& group_name) {
   int k = static_cast<int>(s.kind);
   if (k >= algo::kNumCollKinds) return "an unrecognised message";
   std::string out = std::string(algo::coll_name(s.kind)) + " #" + std::to_string(s.seq) + " (count " + std::to_string(s.count);
@@ -36,7 +41,8 @@ std::string describe(const Stamp& s) {
   out += p2p ? ", tag " + std::to_string(s.root_or_tag) : ", root " + std::to_string(s.root_or_tag);
   const auto& algos = algo::all_algorithms();
   if (!p2p && s.algo_index < algos.size()) out += std::string(", algorithm ") + algos[s.algo_index]->name;
-  return out + ")";
+  out += ")";
+  return group_name.empty() ? out : out + " of group " + group_name;
 }
 
 }  // namespace kolo::engine

@@ -1,7 +1,8 @@
 // What the engine stamps on every message (the transport's opaque Tag): the collective's
 // sequence number and fingerprint, so a receive that meets a message of another collective,
 // another size or another algorithm fails with a clear MismatchError instead of hanging or
-// reading garbage.
+// reading garbage. Groups that share one set of connections (split with share_connections) are
+// told apart by `group`: a message of one arriving where the other's was expected is a mismatch.
 #pragma once
 #include <string>
 
@@ -11,7 +12,8 @@
 namespace kolo::engine {
 
 struct Stamp {
-  uint64_t seq = 0;        // collective sequence number, or the pair's point-to-point counter
+  uint64_t seq = 0;        // collective sequence number, or the pair's point-to-point counter (48 bits)
+  uint16_t group = 0;      // 0: the group that owns the connections; else a sharing subgroup's id
   algo::CollKind kind = algo::CollKind::allreduce;
   DataType dtype = DataType::float32;
   ReduceKind op = ReduceKind::sum;
@@ -22,7 +24,8 @@ struct Stamp {
 
 transport::Tag encode(const Stamp& s);
 Stamp decode(const transport::Tag& t);
-// "allreduce #7 (count 100, float32, sum, root 0, algorithm ring)"
-std::string describe(const Stamp& s);
+// "allreduce #7 (count 100, float32, sum, root 0, algorithm ring)"; with a group name,
+// "... algorithm ring) of group default/split0.color1".
+std::string describe(const Stamp& s, const std::string& group_name = "");
 
 }  // namespace kolo::engine

@@ -42,6 +42,10 @@ void scenario_random(WorkerContext& ctx);
 void scenario_sockets(WorkerContext& ctx);               // prints the sockets a ring and an all-to-all open
 void scenario_any_source(WorkerContext& ctx);             // receives from any source (kAnySource)
 void scenario_any_source_fails(WorkerContext& ctx);       // args: mismatch | timeout | dead
+void scenario_split_share(WorkerContext& ctx);           // args: share|connect [CASES PER COLLECTIVE]
+void scenario_split_share_misorder(WorkerContext& ctx);  // world rank 0 issues child and world in another order
+void scenario_split_share_disagree(WorkerContext& ctx);  // rank 0 does not share, the others do
+void scenario_split_share_kill(WorkerContext& ctx);      // child and world loop until the driver kills a rank
 void scenario_dead_before_connect(WorkerContext& ctx);   // the last rank exits right after joining           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
 
 }  // namespace kolo::coltest

@@ -50,6 +50,10 @@ const std::map<std::string, Scenario>& scenarios() {
       {"dead-before-connect", scenario_dead_before_connect},
       {"any-source", scenario_any_source},
       {"any-source-fails", scenario_any_source_fails},
+      {"split-share", scenario_split_share},
+      {"split-share-misorder", scenario_split_share_misorder},
+      {"split-share-kill", scenario_split_share_kill},
+      {"split-share-disagree", scenario_split_share_disagree},
   };
   return table;
 }

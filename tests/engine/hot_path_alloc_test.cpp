@@ -2,7 +2,9 @@
 // group is warm. This binary replaces the global operator new to count every allocation of the
 // process (the engine thread's too) while rank 0 issues and waits for 500 collectives of each
 // kind; rank 1 is a forked process doing the same and counting its own. Warm-up first: the
-// first calls size the pools (Works, request blocks, queues, scratch), which is allowed.
+// first calls size the pools (Works, request blocks, queues, scratch), which is allowed. The same
+// holds for a subgroup that shares its parent's connections (SplitOptions.share_connections):
+// its operations run on the parent's executor through a rank map, with no allocation either.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,11 +76,17 @@ std::vector<Case> cases() {
 }
 
 // Runs every case on this rank; returns "" or what allocated.
-std::string run_rank(const std::string& store_path, int rank, int size, const std::string& transport) {
+std::string run_rank(const std::string& store_path, int rank, int size, const std::string& transport, bool sharing) {
   kolo::GroupOptions o;
   o.transport = transport;
   o.secret = "hot-path-test";
-  auto g = kolo::ProcessGroup::create(kolo::make_file_store(store_path), rank, size, o);
+  auto world = kolo::ProcessGroup::create(kolo::make_file_store(store_path), rank, size, o);
+  std::shared_ptr<kolo::ProcessGroup> g = world;
+  if (sharing) {
+    kolo::SplitOptions so;
+    so.share_connections = true;
+    g = world->split(0, -rank, so);  // every rank, in reverse order: each peer goes through the map
+  }
   std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 0.0f);
   std::string failures;
   for (const Case& c : cases()) {
@@ -93,10 +101,11 @@ std::string run_rank(const std::string& store_path, int rank, int size, const st
                   std::to_string(kCounted) + " calls; ";
   }
   g->shutdown();
+  world->shutdown();
   return failures;
 }
 
-void expect_no_allocations(int size, const std::string& transport) {
+void expect_no_allocations(int size, const std::string& transport, bool sharing = false) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("kolo-hot-path-" + std::to_string(getpid()) + "-" + transport + std::to_string(size)))
                                .string();
@@ -108,7 +117,7 @@ void expect_no_allocations(int size, const std::string& transport) {
     if (pid == 0) {
       std::string f;
       try {
-        f = run_rank(path, r, size, transport);
+        f = run_rank(path, r, size, transport, sharing);
       } catch (const std::exception& e) {
         f = e.what();
       }
@@ -117,7 +126,7 @@ void expect_no_allocations(int size, const std::string& transport) {
     }
     children.push_back(pid);
   }
-  EXPECT_EQ(run_rank(path, 0, size, transport), "");
+  EXPECT_EQ(run_rank(path, 0, size, transport, sharing), "");
   for (pid_t pid : children) {
     int status = 0;
     waitpid(pid, &status, 0);
@@ -130,6 +139,8 @@ TEST(HotPathAllocations, NoneForAGroupOfOne) { expect_no_allocations(1, ""); }
 TEST(HotPathAllocations, NoneOverSharedMemory) { expect_no_allocations(2, "shm"); }
 TEST(HotPathAllocations, NoneOverTcp) { expect_no_allocations(2, "tcp"); }
 TEST(HotPathAllocations, NoneAtFourRanksOverSharedMemory) { expect_no_allocations(4, "shm"); }
+TEST(HotPathAllocations, NoneForASharingSubgroupOverTcp) { expect_no_allocations(2, "tcp", true); }
+TEST(HotPathAllocations, NoneForASharingSubgroupAtFourRanksOverSharedMemory) { expect_no_allocations(4, "shm", true); }
 
 // The counter itself works (else the tests above prove nothing).
 TEST(HotPathAllocations, CounterSeesAnAllocation) {

@@ -48,3 +48,20 @@ TEST(Tags, DescribeNamesTheCollective) {
   EXPECT_NE(d.find("count 100"), std::string::npos) << d;
   EXPECT_NE(d.find("float32"), std::string::npos) << d;
 }
+
+// Groups sharing one set of connections (split with share_connections) are told apart by the
+// group id in the tag's first word, above a 48-bit sequence number.
+TEST(Tags, GroupIdTravelsAndSeparatesGroups) {
+  engine::Stamp a;
+  a.seq = (1ull << 48) - 1;
+  a.group = 0xbeef;
+  engine::Stamp d = engine::decode(engine::encode(a));
+  EXPECT_EQ(d.seq, a.seq);
+  EXPECT_EQ(d.group, a.group);
+  engine::Stamp b = a;
+  b.group = 0;
+  EXPECT_FALSE(engine::encode(a) == engine::encode(b));
+  EXPECT_EQ(engine::decode(engine::encode(b)).seq, a.seq) << "the id must not leak into the sequence number";
+  EXPECT_NE(engine::describe(a, "default/split0.color1").find("of group default/split0.color1"), std::string::npos);
+  EXPECT_EQ(engine::describe(a).find("of group"), std::string::npos) << "no group name unless asked for";
+}

@@ -7,6 +7,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "shared_world.hpp"
 #include "store_adapter.hpp"
 #include "tensors.hpp"
 #include "work.hpp"
@@ -67,16 +68,26 @@ std::vector<size_t> displs_of(const std::vector<size_t>& counts) {
 }  // namespace
 
 ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                   std::chrono::milliseconds timeout)
+                                   std::chrono::milliseconds timeout, int world_rank)
     : BackendBase(rank, size) {
   auto base = adapt_store(store);
   base->set_timeout(timeout);
+  // A subgroup (made while a default group exists) runs on the world's connections when
+  // KOLO_SPLIT_SHARE says so (shared_world.hpp).
+  if (world_rank >= 0) {
+    if (auto shared = share_world(*base, rank, size, world_rank, timeout)) {
+      pg_ = shared->pg;
+      p2p_ = shared->p2p;
+      return;
+    }
+  }
   kolo::GroupOptions o;
   o.timeout = timeout;
   o.name = "torch";
   pg_ = kolo::ProcessGroup::create(kolo::make_prefix_store("coll", base), rank, size, o);
   o.name = "torch-p2p";
   p2p_ = kolo::ProcessGroup::create(kolo::make_prefix_store("p2p", base), rank, size, o);
+  if (world_rank < 0) remember_world(KoloGroups{pg_, p2p_});
 }
 
 ProcessGroupKolo::~ProcessGroupKolo() = default;

@@ -31,8 +31,10 @@ class ProcessGroupKolo : public BackendBase {
   // Collective over the group: connects to every peer (two kolo groups: collectives, and
   // point-to-point, so that isend/irecv never wait behind a collective). Point-to-point is one
   // group, not a lane per direction: a receive from any source must see every peer's messages.
+  // `world_rank`: this rank in torch's default group when one exists (the backend is then a
+  // subgroup's, which may share the world's connections: KOLO_SPLIT_SHARE), else -1.
   ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, int world_rank = -1);
   ~ProcessGroupKolo() override;
 
   const std::string getBackendName() const override { return "kolo"; }

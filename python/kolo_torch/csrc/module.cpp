@@ -14,11 +14,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "kolo collective-communication backend for torch.distributed";
   m.def(
       "create_backend",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
-          -> c10::intrusive_ptr<kolo_torch::BackendBase> {
-        return c10::make_intrusive<kolo_torch::ProcessGroupKolo>(store, rank, size, timeout);
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+         int world_rank) -> c10::intrusive_ptr<kolo_torch::BackendBase> {
+        return c10::make_intrusive<kolo_torch::ProcessGroupKolo>(store, rank, size, timeout, world_rank);
       },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("world_rank") = -1,
       // Connecting waits for every peer: other Python threads (torch's store) must run meanwhile.
       py::call_guard<py::gil_scoped_release>(),
       "Connects this rank to the group through `store` and returns the torch backend object.");
