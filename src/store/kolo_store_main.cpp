@@ -3,8 +3,8 @@
 //
 //   kolo-store [--host H] [--port P]     defaults: 127.0.0.1 and 29500; port 0 picks a free one
 //
-// Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections, then
-// "kolo-store: authentication on|off".
+// Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections, after
+// "kolo-store: authentication on|off ..." on stderr.
 //
 // Authentication (docs/RELIABILITY.md "Authentication") follows KOLO_STORE_AUTH: on, off, or
 // auto = on when KOLO_SECRET is in this process's environment (whoever gave the store the job's
@@ -101,8 +101,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kolo-store: %s\n", e.what());
     return 1;
   }
-  std::printf("kolo-store: listening on %s:%u\nkolo-store: authentication %s\n", host.c_str(), unsigned(server->port()),
-              authenticate ? "on" : "off");
+  std::fprintf(stderr, "kolo-store: authentication %s\n",
+               authenticate ? "on (clients must prove KOLO_SECRET)" : "off (anyone who reaches the port may read and write keys)");
+  std::printf("kolo-store: listening on %s:%u\n", host.c_str(), unsigned(server->port()));
   std::fflush(stdout);
 
   int signal_number = 0;

@@ -323,12 +323,13 @@ struct TcpStoreServerCore::Loop {
       drop(fd, e.what());
       used = SIZE_MAX;
     }
+    // The mirrors first: a client that has its reply sees them counted.
+    requests = state.requests();
+    parked_count = state.parked();
     if (used != SIZE_MAX) {
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(used));
       flush(fd);
     }
-    requests = state.requests();
-    parked_count = state.parked();
     for (int woken : state.take_woken()) {
       auto it = conns.find(woken);
       if (it == conns.end()) continue;

@@ -206,6 +206,7 @@ TEST(TcpStoreAuth, PlainC10dRequestsAreRefusedBeforeAnyKeyIsReadOrWritten) {
   auto server = auth_server();
   auto good = client_of(server->port(), kSecret);
   good->set("victim", std::string("original"));
+  EXPECT_EQ(good->get_string("victim"), "original");  // answered: every request so far is counted
   const uint64_t served = server->requests_handled();
 
   {  // torch >= 2.1's opening: VALIDATE, then a SET, in one write
