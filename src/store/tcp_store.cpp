@@ -116,6 +116,17 @@ class TcpStoreClient final : public TCPStore {
       if (!check_locked({wire_keys[i]})) missing.push_back(keys[i]);
     }
     if (missing.empty()) return;  // they arrived while we cancelled
+    // The keys may be missing because their writers were refused by the server we host: say so,
+    // or the rank hosting the store of a job whose ranks disagree on the secret only times out.
+    if (server_ && server_->refused_connections() > 0) {
+      try {
+        throw_wait_timeout("TCPStore(" + endpoint() + ")", missing, timeout);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(std::string(e.what()) + "; meanwhile this store refused " +
+                           std::to_string(server_->refused_connections()) +
+                           " connection(s) that did not prove the job secret (ranks started with another KOLO_SECRET?)");
+      }
+    }
     throw_wait_timeout("TCPStore(" + endpoint() + ")", missing, timeout);
   }
 
