@@ -30,10 +30,10 @@ std::string store_secret_from_config(const LaunchEnv& env) {
     throw InvalidArgument("KOLO_STORE_AUTH='" + mode + "' is not one of auto, on, off");
   }
   const std::string secret = config::get_string("KOLO_SECRET");
-  // Said once per process: init_from_env may run again (a restarted group), the reason does not change.
-  static std::atomic<bool> said{false};
+  // Each reason is said once per process: init_from_env may run again (a restarted group).
+  static std::atomic<bool> said_off{false}, said_agent{false};
   if (mode == "off") {
-    if (!secret.empty() && !said.exchange(true)) {
+    if (!secret.empty() && !said_off.exchange(true)) {
       KOLO_LOG(info, "KOLO_STORE_AUTH=off: the rendezvous store is not authenticated although KOLO_SECRET is set "
                      "(the transports' connections still are)");
     }
@@ -44,7 +44,7 @@ std::string store_secret_from_config(const LaunchEnv& env) {
       throw InvalidArgument("KOLO_STORE_AUTH=on, but the ranks join torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE), "
                             "which speaks only c10d's protocol and cannot authenticate: use KOLO_STORE_AUTH=auto or off");
     }
-    if (!secret.empty() && !said.exchange(true)) {
+    if (!secret.empty() && !said_agent.exchange(true)) {
       KOLO_LOG(warn, "the rendezvous store is torchrun's agent store, whose c10d protocol has no authentication: "
                      "its keys are open to anyone who reaches MASTER_ADDR:MASTER_PORT although KOLO_SECRET is set "
                      "(the transports' connections are still authenticated)");
