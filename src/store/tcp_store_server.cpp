@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,7 +59,11 @@ struct TcpStoreServerCore::Loop {
   std::atomic<uint64_t> pending_count{0};
   std::thread thread;
   std::optional<auth::Key> key;  // set: every connection must authenticate first
+  std::chrono::milliseconds auth_deadline = TcpStoreServerCore::kAuthDeadline;
   uint64_t accepted = 0;
+  // Connections still authenticating, oldest first (accept order = deadline order): the
+  // deadline and the limit look at the front only, so a flood costs O(log n) per connection.
+  std::map<uint64_t, int> pending_by_age;
 
   std::unordered_map<int, Connection> conns;
   StoreState state;  // keys, queues, parked WAITs: the protocol, without sockets
@@ -141,39 +146,24 @@ struct TcpStoreServerCore::Loop {
 
   // Milliseconds until the first authentication deadline; -1 (forever) when none is pending.
   int auth_wait_ms() {
-    if (pending_count == 0) return -1;
-    Clock::time_point first = Clock::time_point::max();
-    for (const auto& [fd, c] : conns) {
-      if (c.gate && c.auth_deadline < first) first = c.auth_deadline;
-    }
-    return static_cast<int>(remaining(first).count());
+    if (pending_by_age.empty()) return -1;
+    return static_cast<int>(remaining(conns.at(pending_by_age.begin()->second).auth_deadline).count());
   }
 
   void expire_authentications() {
     const auto now = Clock::now();
-    std::vector<int> late;
-    for (const auto& [fd, c] : conns) {
-      if (c.gate && c.auth_deadline <= now) late.push_back(fd);
-    }
-    for (int fd : late) {
-      refuse(fd, "did not authenticate within " + std::to_string(TcpStoreServerCore::kAuthDeadline.count()) + " ms");
+    while (!pending_by_age.empty()) {
+      const int fd = pending_by_age.begin()->second;
+      if (conns.at(fd).auth_deadline > now) return;
+      refuse(fd, "did not authenticate within " + std::to_string(auth_deadline.count()) + " ms");
     }
   }
 
   // Too many connections authenticating at once: the oldest goes, so that a flood of silent
   // connections cannot lock real clients out (they authenticate in one round trip).
   void limit_pending() {
-    if (pending_count <= TcpStoreServerCore::kMaxPendingAuth) return;
-    int oldest = -1;
-    uint64_t oldest_seq = UINT64_MAX;
-    for (const auto& [fd, c] : conns) {
-      if (c.gate && c.accepted_seq < oldest_seq) {
-        oldest = fd;
-        oldest_seq = c.accepted_seq;
-      }
-    }
-    if (oldest >= 0) {
-      refuse(oldest, "still unauthenticated when more than " + std::to_string(TcpStoreServerCore::kMaxPendingAuth) +
+    while (pending_by_age.size() > TcpStoreServerCore::kMaxPendingAuth) {
+      refuse(pending_by_age.begin()->second, "still unauthenticated when more than " + std::to_string(TcpStoreServerCore::kMaxPendingAuth) +
                          " connections were authenticating at once (the oldest is dropped)");
     }
   }
@@ -196,8 +186,9 @@ struct TcpStoreServerCore::Loop {
       ++connection_count;
       if (key) {
         c.gate = std::make_unique<auth::ServerHandshake>(*key, auth::fresh_nonce());
-        c.auth_deadline = deadline_after(TcpStoreServerCore::kAuthDeadline);
+        c.auth_deadline = deadline_after(auth_deadline);
         c.accepted_seq = ++accepted;
+        pending_by_age.emplace(c.accepted_seq, fd);
         ++pending_count;
         limit_pending();
       }
@@ -205,7 +196,7 @@ struct TcpStoreServerCore::Loop {
   }
 
   void close_connection(int fd) {
-    if (conns.at(fd).gate) --pending_count;
+    end_pending(fd);
     state.forget(fd);
     parked_count = state.parked();
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
@@ -285,9 +276,17 @@ struct TcpStoreServerCore::Loop {
     flush(fd);  // the server's nonce and proof
     if (conns.count(fd) == 0) return false;
     if (step == auth::ServerHandshake::Step::kNeedMore) return false;
+    end_pending(fd);
+    return true;
+  }
+
+  // The connection no longer authenticates (it has, or it is closing).
+  void end_pending(int fd) {
+    Connection& c = conns.at(fd);
+    if (!c.gate) return;
+    pending_by_age.erase(c.accepted_seq);
     c.gate.reset();
     --pending_count;
-    return true;
   }
 
   static std::string peer_address(int fd) {
@@ -372,9 +371,11 @@ TcpStoreServerCore::TcpStoreServerCore(std::unique_ptr<Loop> loop) : loop_(std::
 TcpStoreServerCore::~TcpStoreServerCore() = default;
 
 std::unique_ptr<TcpStoreServerCore> TcpStoreServerCore::start(const std::string& host, uint16_t port,
-                                                              std::optional<auth::Key> key) {
+                                                              std::optional<auth::Key> key,
+                                                              std::chrono::milliseconds auth_deadline) {
   auto loop = std::make_unique<Loop>();
   loop->key = key;
+  loop->auth_deadline = auth_deadline;
   loop->listen_fd = listen_on(host, port);
   loop->port = local_port(loop->listen_fd);
   loop->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);

@@ -22,13 +22,15 @@ class TcpStoreServerCore {
  public:
   // Listens on host:port (port 0 = ephemeral) and starts the serving thread. Throws kolo::Error.
   // With `key`, only clients that prove it are served.
-  static std::unique_ptr<TcpStoreServerCore> start(const std::string& host, uint16_t port,
-                                                   std::optional<auth::Key> key = std::nullopt);
-
   // How long a connection may take to authenticate, and how many may be at it at once: bounds
   // on what silent or slow unauthenticated connections hold (a real client needs one round trip).
   static constexpr std::chrono::milliseconds kAuthDeadline{10000};
   static constexpr size_t kMaxPendingAuth = 128;
+
+  // auth_deadline: kAuthDeadline but in tests.
+  static std::unique_ptr<TcpStoreServerCore> start(const std::string& host, uint16_t port,
+                                                   std::optional<auth::Key> key = std::nullopt,
+                                                   std::chrono::milliseconds auth_deadline = kAuthDeadline);
   ~TcpStoreServerCore();  // stops the thread and closes every connection
 
   uint16_t port() const;

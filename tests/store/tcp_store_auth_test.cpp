@@ -357,6 +357,26 @@ TEST(TcpStoreAuth, UnauthenticatedConnectionsCannotMakeTheServerHoldMore) {
   EXPECT_TRUE(eventually([&] { return server->pending_authentications() == 0; }));
 }
 
+// A connection that stops halfway through the handshake (here: after the hello, never sending
+// its proof) is refused at the deadline, and one that sends nothing too.
+TEST(TcpStoreAuth, SlowHandshakesAreRefusedAtTheDeadline) {
+  auto server = TcpStoreServerCore::start("127.0.0.1", 0, auth::derive_key(kSecret), Ms(300));
+  Raw silent(server->port());
+  Raw half(server->port());
+  half.send(auth::client_hello(auth::fresh_nonce()));
+  uint8_t reply[auth::kServerReplyBytes];
+  ASSERT_TRUE(half.recv(reply, sizeof reply));
+  testing::internal::CaptureStderr();
+  Stopwatch clock;
+  EXPECT_TRUE(silent.hung_up());
+  EXPECT_TRUE(half.hung_up());
+  EXPECT_GE(clock.elapsed(), Ms(150));
+  ASSERT_TRUE(eventually([&] { return server->refused_connections() == 2; }));
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("did not authenticate within 300 ms"), std::string::npos);
+  EXPECT_EQ(server->pending_authentications(), 0u);
+  EXPECT_EQ(client_of(server->port(), kSecret)->num_keys(), 0);
+}
+
 // The handshake's state machine alone: however its input is cut, it asks for no more than one
 // step's bytes, and the right answers in any chunking authenticate.
 TEST(TcpStoreAuth, ServerHandshakeAsksForOneStepAtATime) {
