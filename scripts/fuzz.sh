@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [--seconds N | --runs N] [target...]
 # Targets (default: all): hello (the TCP handshake's acceptor), tcp_frames (the TCP frame reader),
 # shm_ring (the shared-memory ring reader), options (kolorun's and kolo-perf's command lines),
-# store (the TCPStore server's protocol state machine, both c10d dialects).
+# store (the TCPStore server's protocol state machine, both c10d dialects, and the authentication
+# handshake before it).
 # New inputs found go to build-fuzz/corpus-*/ (not the tree); crashes to build-fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +47,7 @@ for t in "${targets[@]}"; do
                   transports/tcp/pending_pair.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp ;;
-    store) build store src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
+    store) build store src/store/store_auth.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
     options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
                kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
                bench/common/collective_specs.cpp src/launcher/options.cpp src/launcher/host_list.cpp ;;

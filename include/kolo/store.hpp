@@ -68,6 +68,11 @@ class TCPStore : public Store {
     int world_size = -1;  // when set, the server's constructor waits for this many clients
     std::chrono::milliseconds timeout = kDefaultTimeout;
     Protocol protocol = Protocol::kAuto;
+    // The job secret's text (KOLO_SECRET). Non-empty: kolo's store authentication is on. The
+    // client proves the secret on every connection, and refuses a server that cannot prove it
+    // back; a server hosted here (is_server) serves only clients that prove it. Neither torch's
+    // TCPStore clients nor its servers speak it: leave it empty to interoperate with them.
+    std::string secret;
   };
   static std::shared_ptr<TCPStore> create(const Options& opts);
   virtual uint16_t port() const = 0;
@@ -79,7 +84,8 @@ class TCPStore : public Store {
 class TCPStoreServer {
  public:
   virtual ~TCPStoreServer() = default;
-  static std::unique_ptr<TCPStoreServer> start(const std::string& host, uint16_t port);
+  // A non-empty `secret` makes every client prove it first (see TCPStore::Options::secret).
+  static std::unique_ptr<TCPStoreServer> start(const std::string& host, uint16_t port, const std::string& secret = "");
   virtual uint16_t port() const = 0;
 };
 

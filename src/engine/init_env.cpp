@@ -1,4 +1,6 @@
 // init_from_env: the torchrun / mpirun / srun path to a world group.
+#include <atomic>
+
 #include "common/log.hpp"
 #include "common/config.hpp"
 #include "kolo/error.hpp"
@@ -19,6 +21,42 @@ TCPStore::Protocol store_protocol_from_config() {
   throw InvalidArgument("KOLO_STORE_PROTOCOL='" + p + "' is not one of auto, torch1, torch2");
 }
 
+// The secret init_from_env's store authenticates with (KOLO_STORE_AUTH), or "" for none.
+// Authentication needs kolo at both ends: under torchrun's agent store the server is torch's,
+// which speaks only c10d's protocol, so there it stays off (and "on" is a configuration error).
+std::string store_secret_from_config(const LaunchEnv& env) {
+  const std::string mode = config::get_string("KOLO_STORE_AUTH");
+  if (mode != "auto" && mode != "on" && mode != "off") {
+    throw InvalidArgument("KOLO_STORE_AUTH='" + mode + "' is not one of auto, on, off");
+  }
+  const std::string secret = config::get_string("KOLO_SECRET");
+  // Each reason is said once per process: init_from_env may run again (a restarted group).
+  static std::atomic<bool> said_off{false}, said_agent{false};
+  if (mode == "off") {
+    if (!secret.empty() && !said_off.exchange(true)) {
+      KOLO_LOG(info, "KOLO_STORE_AUTH=off: the rendezvous store is not authenticated although KOLO_SECRET is set "
+                     "(the transports' connections still are)");
+    }
+    return "";
+  }
+  if (env.agent_store) {
+    if (mode == "on") {
+      throw InvalidArgument("KOLO_STORE_AUTH=on, but the ranks join torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE), "
+                            "which speaks only c10d's protocol and cannot authenticate: use KOLO_STORE_AUTH=auto or off");
+    }
+    if (!secret.empty() && !said_agent.exchange(true)) {
+      KOLO_LOG(warn, "the rendezvous store is torchrun's agent store, whose c10d protocol has no authentication: "
+                     "its keys are open to anyone who reaches MASTER_ADDR:MASTER_PORT although KOLO_SECRET is set "
+                     "(the transports' connections are still authenticated)");
+    }
+    return "";
+  }
+  if (secret.empty() && mode == "on") {
+    throw InvalidArgument("KOLO_STORE_AUTH=on needs a job secret: set KOLO_SECRET (kolorun sets one for every job)");
+  }
+  return secret;
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
@@ -32,10 +70,12 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
   // The store's waits are bounded like everything else: by the group's timeout.
   so.timeout = opts.timeout.count() > 0 ? opts.timeout : default_group_timeout();
   so.protocol = store_protocol_from_config();
+  so.secret = store_secret_from_config(env);
   KOLO_LOG(debug, "init_from_env (" << env.source << "): rank " << env.rank << " of " << env.world_size << ", store "
                                     << env.master_addr << ":" << env.master_port
                                     << (env.agent_store ? " (torchrun's agent store, prefix " + env.store_prefix + ")"
-                                                        : std::string()));
+                                                        : std::string())
+                                    << (so.secret.empty() ? ", unauthenticated" : ", authenticated"));
   std::shared_ptr<Store> store;
   try {
     store = TCPStore::create(so);

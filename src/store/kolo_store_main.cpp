@@ -3,7 +3,13 @@
 //
 //   kolo-store [--host H] [--port P]     defaults: 127.0.0.1 and 29500; port 0 picks a free one
 //
-// Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections.
+// Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections, after
+// "kolo-store: authentication on|off ..." on stderr.
+//
+// Authentication (docs/RELIABILITY.md "Authentication") follows KOLO_STORE_AUTH: on, off, or
+// auto = on when KOLO_SECRET is in this process's environment (whoever gave the store the job's
+// secret means its clients to prove it). With it on, only kolo clients holding that secret are
+// served; torch's TCPStore clients cannot authenticate.
 #include <pthread.h>
 #include <signal.h>
 
@@ -21,7 +27,9 @@ void usage(FILE* out) {
                "usage: kolo-store [--host HOST] [--port PORT]\n"
                "  Runs a kolo TCPStore server until SIGINT/SIGTERM.\n"
                "  --host HOST  address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)\n"
-               "  --port PORT  TCP port (default 29500; 0 picks a free port)\n");
+               "  --port PORT  TCP port (default 29500; 0 picks a free port)\n"
+               "  Clients must prove KOLO_SECRET when KOLO_STORE_AUTH is on, or auto (the default) and\n"
+               "  KOLO_SECRET is set; torch's TCPStore clients cannot, so leave both unset for them.\n");
 }
 
 bool parse_port(const char* text, uint16_t* port) {
@@ -30,6 +38,11 @@ bool parse_port(const char* text, uint16_t* port) {
   if (end == text || *end != '\0' || value < 0 || value > 65535) return false;
   *port = static_cast<uint16_t>(value);
   return true;
+}
+
+const char* env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
 }
 
 }  // namespace
@@ -69,13 +82,27 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  const std::string auth_mode = *env_or_empty("KOLO_STORE_AUTH") ? env_or_empty("KOLO_STORE_AUTH") : "auto";
+  const std::string secret = env_or_empty("KOLO_SECRET");
+  if (auth_mode != "auto" && auth_mode != "on" && auth_mode != "off") {
+    std::fprintf(stderr, "kolo-store: KOLO_STORE_AUTH='%s' is not one of auto, on, off\n", auth_mode.c_str());
+    return 2;
+  }
+  if (auth_mode == "on" && secret.empty()) {
+    std::fprintf(stderr, "kolo-store: KOLO_STORE_AUTH=on needs the job secret in KOLO_SECRET\n");
+    return 2;
+  }
+  const bool authenticate = auth_mode != "off" && !secret.empty();
+
   std::unique_ptr<kolo::TCPStoreServer> server;
   try {
-    server = kolo::TCPStoreServer::start(host, port);
+    server = kolo::TCPStoreServer::start(host, port, authenticate ? secret : std::string());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kolo-store: %s\n", e.what());
     return 1;
   }
+  std::fprintf(stderr, "kolo-store: authentication %s\n",
+               authenticate ? "on (clients must prove KOLO_SECRET)" : "off (anyone who reaches the port may read and write keys)");
   std::printf("kolo-store: listening on %s:%u\n", host.c_str(), unsigned(server->port()));
   std::fflush(stdout);
 

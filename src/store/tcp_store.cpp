@@ -9,13 +9,20 @@
 // A >= 2.1 server echoes the ping. A legacy server reads the same bytes as a SET whose key length
 // is >= 2^63 (the ping's nonce is chosen so), fails to allocate it, and hangs up at once without
 // having stored anything; the client then reconnects and speaks the legacy dialect.
+//
+// With a secret, every connection (the first, the probe's second, every reconnect) opens with
+// kolo's store authentication (store_auth.hpp) before any of that, and a server that cannot
+// prove the secret is refused with an error saying so.
 #include <unistd.h>
+
+#include <optional>
 
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "kolo/error.hpp"
+#include "store/store_auth.hpp"
 #include "store/store_socket.hpp"
 #include "store/tcp_store_server.hpp"
 #include "store/tcp_store_wire.hpp"
@@ -32,8 +39,8 @@ constexpr std::chrono::milliseconds kReplyGrace{5000};
 class TcpStoreClient final : public TCPStore {
  public:
   TcpStoreClient(std::string host, uint16_t port, std::chrono::milliseconds timeout, Protocol protocol,
-                 std::unique_ptr<TcpStoreServerCore> server)
-      : server_(std::move(server)), host_(std::move(host)), port_(port), protocol_(protocol) {
+                 std::optional<auth::Key> key, std::unique_ptr<TcpStoreServerCore> server)
+      : server_(std::move(server)), host_(std::move(host)), port_(port), protocol_(protocol), key_(key) {
     timeout_ = timeout;
     std::lock_guard guard(mu_);
     connect_locked();
@@ -109,6 +116,17 @@ class TcpStoreClient final : public TCPStore {
       if (!check_locked({wire_keys[i]})) missing.push_back(keys[i]);
     }
     if (missing.empty()) return;  // they arrived while we cancelled
+    // The keys may be missing because their writers were refused by the server we host: say so,
+    // or the rank hosting the store of a job whose ranks disagree on the secret only times out.
+    if (server_ && server_->refused_connections() > 0) {
+      try {
+        throw_wait_timeout("TCPStore(" + endpoint() + ")", missing, timeout);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(std::string(e.what()) + "; meanwhile this store refused " +
+                           std::to_string(server_->refused_connections()) +
+                           " connection(s) that did not prove the job secret (ranks started with another KOLO_SECRET?)");
+      }
+    }
     throw_wait_timeout("TCPStore(" + endpoint() + ")", missing, timeout);
   }
 
@@ -154,7 +172,7 @@ class TcpStoreClient final : public TCPStore {
 
   // Opens the connection and, the first time, finds the server's dialect.
   void connect_locked() {
-    fd_ = connect_with_retry(host_, port_, timeout_);
+    open_locked();
     if (protocol_ == Protocol::kLegacy || (protocol_ == Protocol::kAuto && dialect_known_ &&
                                            dialect_ == Dialect::kLegacy)) {
       dialect_ = Dialect::kLegacy;
@@ -199,7 +217,44 @@ class TcpStoreClient final : public TCPStore {
     // Hung up: a legacy (torch <= 2.0) server. Reconnect and speak its dialect.
     dialect_ = Dialect::kLegacy;
     dialect_known_ = true;
+    open_locked();
+  }
+
+  // A new connection, authenticated when there is a key.
+  void open_locked() {
     fd_ = connect_with_retry(host_, port_, timeout_);
+    if (key_) authenticate_locked();
+  }
+
+  // Kolo's store authentication (store_auth.hpp): our nonce, the server's nonce and proof, which
+  // we check before sending ours. A server that hangs up, stays silent or proves nothing is not
+  // kolo's store holding this job's secret: refused, whatever else it might be.
+  void authenticate_locked() {
+    const auth::Nonce nonce = auth::fresh_nonce();
+    const auto hello = auth::client_hello(nonce);
+    const auto deadline = deadline_after(std::min(timeout_, kReplyGrace));
+    IoResult io = send_all(fd_, hello.data(), hello.size(), deadline);
+    uint8_t reply[auth::kServerReplyBytes];
+    if (io.status == IoStatus::kOk) io = recv_exact(fd_, reply, sizeof(reply), deadline);
+    if (io.status != IoStatus::kOk) {
+      drop_connection();
+      throw PeerError("TCPStore: " + endpoint() + " did not answer kolo's store authentication (" +
+                          (io.status == IoStatus::kTimeout ? "no reply" : "it hung up") +
+                          "): a torch TCPStore, or a kolo store without authentication (KOLO_STORE_AUTH=off, or no "
+                          "KOLO_SECRET where it runs), cannot take clients that have a job secret; set "
+                          "KOLO_STORE_AUTH=off on the clients to use it unauthenticated",
+                      -1);
+    }
+    const auto proof = auth::client_answer(*key_, nonce, reply);
+    if (!proof) {
+      drop_connection();
+      throw PeerError("TCPStore: " + endpoint() +
+                          " failed to prove the job secret: refused (a store of another job, another KOLO_SECRET, or "
+                          "an impostor)",
+                      -1);
+    }
+    io = send_all(fd_, proof->data(), proof->size(), deadline);
+    if (io.status != IoStatus::kOk) io_failed(StoreOp::kValidate, io, std::min(timeout_, kReplyGrace));
   }
 
   // Sends one request; reconnects first if an earlier failure dropped the connection.
@@ -325,6 +380,7 @@ class TcpStoreClient final : public TCPStore {
   std::string host_;
   uint16_t port_;
   Protocol protocol_;
+  std::optional<auth::Key> key_;  // set: authenticate every connection
   Dialect dialect_ = Dialect::kValidated;
   bool dialect_known_ = false;
   int fd_ = -1;
@@ -343,18 +399,22 @@ class StandaloneServer final : public TCPStoreServer {
 
 std::shared_ptr<TCPStore> TCPStore::create(const Options& opts) {
   std::unique_ptr<TcpStoreServerCore> server;
+  std::optional<auth::Key> key;
+  if (!opts.secret.empty()) key = auth::derive_key(opts.secret);
   uint16_t port = opts.port;
   if (opts.is_server) {
-    server = TcpStoreServerCore::start(opts.host, opts.port);
+    server = TcpStoreServerCore::start(opts.host, opts.port, key);
     port = server->port();
   }
-  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, opts.protocol, std::move(server));
+  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, opts.protocol, key, std::move(server));
   client->join(opts.world_size, opts.is_server);
   return client;
 }
 
-std::unique_ptr<TCPStoreServer> TCPStoreServer::start(const std::string& host, uint16_t port) {
-  return std::make_unique<StandaloneServer>(TcpStoreServerCore::start(host, port));
+std::unique_ptr<TCPStoreServer> TCPStoreServer::start(const std::string& host, uint16_t port, const std::string& secret) {
+  std::optional<auth::Key> key;
+  if (!secret.empty()) key = auth::derive_key(secret);
+  return std::make_unique<StandaloneServer>(TcpStoreServerCore::start(host, port, key));
 }
 
 }  // namespace kolo

@@ -13,11 +13,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/log.hpp"
 #include "kolo/error.hpp"
+#include "store/store_auth.hpp"
 #include "store/store_common.hpp"
 #include "store/store_socket.hpp"
 #include "store/tcp_store_state.hpp"
@@ -33,6 +36,11 @@ struct Connection {
   size_t out_sent = 0;
   bool watching_writable = false;
   Hello hello = Hello::kUnknown;
+  // Set while the connection has yet to authenticate (only when the server has a key): then
+  // nothing but the handshake's bytes is read from it, and nothing is served.
+  std::unique_ptr<auth::ServerHandshake> gate;
+  Clock::time_point auth_deadline{};
+  uint64_t accepted_seq = 0;  // which pending connection is the oldest
 };
 
 }  // namespace
@@ -47,7 +55,15 @@ struct TcpStoreServerCore::Loop {
   std::atomic<uint64_t> parked_count{0};
   std::atomic<uint64_t> connection_count{0};
   std::atomic<uint64_t> dropped_count{0};
+  std::atomic<uint64_t> refused_count{0};
+  std::atomic<uint64_t> pending_count{0};
   std::thread thread;
+  std::optional<auth::Key> key;  // set: every connection must authenticate first
+  std::chrono::milliseconds auth_deadline = TcpStoreServerCore::kAuthDeadline;
+  uint64_t accepted = 0;
+  // Connections still authenticating, oldest first (accept order = deadline order): the
+  // deadline and the limit look at the front only, so a flood costs O(log n) per connection.
+  std::map<uint64_t, int> pending_by_age;
 
   std::unordered_map<int, Connection> conns;
   StoreState state;  // keys, queues, parked WAITs: the protocol, without sockets
@@ -91,7 +107,8 @@ struct TcpStoreServerCore::Loop {
     while (!stopping) {
       // c10d's WAIT has no server-side deadline (clients time out and cancel), so nothing here
       // needs a timer: sleep until a socket or the destructor says something.
-      int n = ::epoll_wait(epoll_fd, events, 64, -1);
+      // ... except connections still authenticating, which have a deadline.
+      int n = ::epoll_wait(epoll_fd, events, 64, auth_wait_ms());
       if (n < 0) {
         if (errno == EINTR) continue;
         throw Error("epoll_wait failed: " + errno_text(errno));
@@ -110,11 +127,44 @@ struct TcpStoreServerCore::Loop {
           // A client may send its last requests and hang up at once (c10d's SET has no reply):
           // serve what arrived before closing.
           if (conns.count(fd)) process_input(fd);
-          if (!open && conns.count(fd)) close_connection(fd);
+          if (!open && conns.count(fd)) {
+            // Hanging up mid-handshake is how a client refuses a server whose proof is wrong
+            // (another job's secret): worth the same warning as a refusal here.
+            if (conns.at(fd).gate) {
+              refuse(fd, "hung up before authenticating (a client with another job's secret, or a port scan)");
+            } else {
+              close_connection(fd);
+            }
+          }
         } else if (ev & EPOLLOUT) {
           flush(fd);
         }
       }
+      if (pending_count > 0) expire_authentications();
+    }
+  }
+
+  // Milliseconds until the first authentication deadline; -1 (forever) when none is pending.
+  int auth_wait_ms() {
+    if (pending_by_age.empty()) return -1;
+    return static_cast<int>(remaining(conns.at(pending_by_age.begin()->second).auth_deadline).count());
+  }
+
+  void expire_authentications() {
+    const auto now = Clock::now();
+    while (!pending_by_age.empty()) {
+      const int fd = pending_by_age.begin()->second;
+      if (conns.at(fd).auth_deadline > now) return;
+      refuse(fd, "did not authenticate within " + std::to_string(auth_deadline.count()) + " ms");
+    }
+  }
+
+  // Too many connections authenticating at once: the oldest goes, so that a flood of silent
+  // connections cannot lock real clients out (they authenticate in one round trip).
+  void limit_pending() {
+    while (pending_by_age.size() > TcpStoreServerCore::kMaxPendingAuth) {
+      refuse(pending_by_age.begin()->second, "still unauthenticated when more than " + std::to_string(TcpStoreServerCore::kMaxPendingAuth) +
+                         " connections were authenticating at once (the oldest is dropped)");
     }
   }
 
@@ -131,13 +181,22 @@ struct TcpStoreServerCore::Loop {
       }
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      conns.emplace(fd, Connection{});
+      Connection& c = conns.emplace(fd, Connection{}).first->second;
       watch(fd, EPOLLIN, EPOLL_CTL_ADD);
       ++connection_count;
+      if (key) {
+        c.gate = std::make_unique<auth::ServerHandshake>(*key, auth::fresh_nonce());
+        c.auth_deadline = deadline_after(auth_deadline);
+        c.accepted_seq = ++accepted;
+        pending_by_age.emplace(c.accepted_seq, fd);
+        ++pending_count;
+        limit_pending();
+      }
     }
   }
 
   void close_connection(int fd) {
+    end_pending(fd);
     state.forget(fd);
     parked_count = state.parked();
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
@@ -153,9 +212,16 @@ struct TcpStoreServerCore::Loop {
     Connection& c = conns.at(fd);
     uint8_t buf[65536];
     for (;;) {
-      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      // Before authentication, no more than the handshake's current step asks for: the rest
+      // stays in the kernel (epoll reports it again) until the peer has proved the secret.
+      const size_t limit = c.gate ? c.gate->wanted() - c.in.size() : sizeof(buf);
+      ssize_t n = ::recv(fd, buf, limit, 0);
       if (n > 0) {
         c.in.insert(c.in.end(), buf, buf + n);
+        if (c.gate) {
+          if (c.in.size() == c.gate->wanted()) return true;  // the step is complete: judge it
+          continue;
+        }
         if (c.in.size() > kMaxValueBytes + 2 * kMaxKeyBytes + 64) {
           drop(fd, "more unparsed input than any request can hold");
           return false;
@@ -177,6 +243,50 @@ struct TcpStoreServerCore::Loop {
                    dropped_count == 10 ? " (further drops are counted, not logged)" : "");
     }
     close_connection(fd);
+  }
+
+  // A connection failed authentication: logged as a warning with its address (rate-limited, so
+  // that a scanner cannot flood the log; the count is kept), then dropped. The server goes on.
+  void refuse(int fd, const std::string& why) {
+    const uint64_t n = ++refused_count;
+    if (n <= 20 || n % 1000 == 0) {
+      KOLO_LOG(warn, "TCPStore server on port " << port << ": refused unauthenticated client " << peer_address(fd)
+                                                << ": " << why
+                                                << (n == 20 ? " (further refusals are logged every 1000th)"
+                                                            : n > 20 ? " (" + std::to_string(n) + " refused so far)"
+                                                                     : std::string()));
+    }
+    ++dropped_count;
+    close_connection(fd);
+  }
+
+  // Runs the handshake's step on what read_available gathered. True once the connection is
+  // authenticated (its later bytes are then c10d requests); false while it is not, or when it
+  // was refused and is gone.
+  bool authenticate(int fd) {
+    Connection& c = conns.at(fd);
+    if (c.in.empty()) return false;
+    std::string why;
+    auto step = c.gate->feed(c.in.data(), c.in.size(), c.out, why);
+    c.in.clear();
+    if (step == auth::ServerHandshake::Step::kRefused) {
+      refuse(fd, why);
+      return false;
+    }
+    flush(fd);  // the server's nonce and proof
+    if (conns.count(fd) == 0) return false;
+    if (step == auth::ServerHandshake::Step::kNeedMore) return false;
+    end_pending(fd);
+    return true;
+  }
+
+  // The connection no longer authenticates (it has, or it is closing).
+  void end_pending(int fd) {
+    Connection& c = conns.at(fd);
+    if (!c.gate) return;
+    pending_by_age.erase(c.accepted_seq);
+    c.gate.reset();
+    --pending_count;
   }
 
   static std::string peer_address(int fd) {
@@ -203,6 +313,7 @@ struct TcpStoreServerCore::Loop {
   // does not hold back later requests: torch 1.13's client gives up on a WAIT by its own socket
   // timeout and goes on with the next request on the same connection.
   void process_input(int fd) {
+    if (conns.at(fd).gate && !authenticate(fd)) return;
     Connection& c = conns.at(fd);
     size_t used = 0;
     try {
@@ -211,12 +322,13 @@ struct TcpStoreServerCore::Loop {
       drop(fd, e.what());
       used = SIZE_MAX;
     }
+    // The mirrors first: a client that has its reply sees them counted.
+    requests = state.requests();
+    parked_count = state.parked();
     if (used != SIZE_MAX) {
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(used));
       flush(fd);
     }
-    requests = state.requests();
-    parked_count = state.parked();
     for (int woken : state.take_woken()) {
       auto it = conns.find(woken);
       if (it == conns.end()) continue;
@@ -258,8 +370,12 @@ TcpStoreServerCore::TcpStoreServerCore(std::unique_ptr<Loop> loop) : loop_(std::
 
 TcpStoreServerCore::~TcpStoreServerCore() = default;
 
-std::unique_ptr<TcpStoreServerCore> TcpStoreServerCore::start(const std::string& host, uint16_t port) {
+std::unique_ptr<TcpStoreServerCore> TcpStoreServerCore::start(const std::string& host, uint16_t port,
+                                                              std::optional<auth::Key> key,
+                                                              std::chrono::milliseconds auth_deadline) {
   auto loop = std::make_unique<Loop>();
+  loop->key = key;
+  loop->auth_deadline = auth_deadline;
   loop->listen_fd = listen_on(host, port);
   loop->port = local_port(loop->listen_fd);
   loop->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
@@ -278,5 +394,7 @@ uint64_t TcpStoreServerCore::requests_handled() const { return loop_->requests; 
 uint64_t TcpStoreServerCore::parked_requests() const { return loop_->parked_count; }
 uint64_t TcpStoreServerCore::open_connections() const { return loop_->connection_count; }
 uint64_t TcpStoreServerCore::dropped_connections() const { return loop_->dropped_count; }
+uint64_t TcpStoreServerCore::refused_connections() const { return loop_->refused_count; }
+uint64_t TcpStoreServerCore::pending_authentications() const { return loop_->pending_count; }
 
 }  // namespace kolo::store_detail

@@ -30,7 +30,9 @@
 //   QUEUE_PUSH key value         -> nothing
 //   QUEUE_POP key                -> i64 length before the pop, then the value when it was > 0
 //   QUEUE_LEN key                -> i64
-// The protocol has no authentication and no encryption: see docs/RELIABILITY.md.
+// The protocol has no authentication and no encryption. Where kolo is at both ends, kolo's
+// store authentication (store_auth.hpp, request code 0xA7, which neither dialect uses) comes
+// first on every connection; see docs/RELIABILITY.md "Authentication".
 #pragma once
 #include <cstdint>
 #include <optional>

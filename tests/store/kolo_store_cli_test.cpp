@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 
+#include <map>
+
+#include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "store_test_util.hpp"
 
@@ -37,6 +40,16 @@ Spawned spawn_store(const std::vector<std::string>& args) {
   ::close(out[1]);
   return {pid, out[0]};
 }
+
+// kolo-store inherits this process's environment: a developer's own KOLO_SECRET or
+// KOLO_STORE_AUTH would turn authentication on where a test expects it off.
+struct NoInheritedAuth : ::testing::Environment {
+  void SetUp() override {
+    ::unsetenv("KOLO_SECRET");
+    ::unsetenv("KOLO_STORE_AUTH");
+  }
+};
+const auto* const no_inherited_auth = ::testing::AddGlobalTestEnvironment(new NoInheritedAuth);
 
 // Reads stdout until a newline (bounded).
 std::string read_line(int fd, Ms limit = Ms(5000)) {
@@ -74,6 +87,51 @@ TEST(KoloStoreCli, ServesClientsAndStopsOnSigterm) {
   EXPECT_EQ(wait_child(proc.pid, Ms(5000)), 0);
   EXPECT_EQ(read_line(proc.stdout_fd), "kolo-store: stopping on signal " + std::to_string(SIGTERM) + "\n");
   ::close(proc.stdout_fd);
+}
+
+// With KOLO_SECRET in its environment (KOLO_STORE_AUTH unset: auto), kolo-store serves only
+// clients that prove it; KOLO_STORE_AUTH=off opens it again; on without a secret is refused.
+TEST(KoloStoreCli, AuthenticatesClientsWhenGivenTheJobSecret) {
+  auto serve = [](const std::map<std::string, std::string>& env, bool* plain_ok, bool* secret_ok) {
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    Spawned proc = spawn_store({"--port", "0"});
+    for (const auto& [k, v] : env) ::unsetenv(k.c_str());
+    std::string banner = read_line(proc.stdout_fd);
+    const std::string prefix = "kolo-store: listening on 127.0.0.1:";
+    ASSERT_EQ(banner.rfind(prefix, 0), 0u) << banner;
+    auto usable = [&](const std::string& secret) {
+      try {
+        TCPStore::Options opts;
+        opts.port = static_cast<uint16_t>(std::stoi(banner.substr(prefix.size())));
+        opts.timeout = Ms(3000);
+        opts.secret = secret;
+        opts.protocol = TCPStore::Protocol::kValidated;
+        auto store = TCPStore::create(opts);
+        store->set("k", std::string("v"));
+        return store->get_string("k") == "v";
+      } catch (const Error&) {
+        return false;
+      }
+    };
+    *plain_ok = usable("");
+    *secret_ok = usable("cli secret");
+    ::kill(proc.pid, SIGTERM);
+    EXPECT_EQ(wait_child(proc.pid, Ms(5000)), 0);
+    ::close(proc.stdout_fd);
+  };
+  bool plain = true, with_secret = false;
+  serve({{"KOLO_SECRET", "cli secret"}}, &plain, &with_secret);
+  EXPECT_FALSE(plain) << "kolo-store with KOLO_SECRET served a client without it";
+  EXPECT_TRUE(with_secret);
+  serve({{"KOLO_SECRET", "cli secret"}, {"KOLO_STORE_AUTH", "off"}}, &plain, &with_secret);
+  EXPECT_TRUE(plain) << "KOLO_STORE_AUTH=off must serve c10d clients";
+  EXPECT_FALSE(with_secret) << "a client with a secret must refuse an unauthenticated store";
+
+  ::setenv("KOLO_STORE_AUTH", "on", 1);
+  Spawned no_secret = spawn_store({"--port", "0"});
+  ::unsetenv("KOLO_STORE_AUTH");
+  EXPECT_EQ(wait_child(no_secret.pid, Ms(5000)), 2);
+  ::close(no_secret.stdout_fd);
 }
 
 TEST(KoloStoreCli, RefusesBadArguments) {

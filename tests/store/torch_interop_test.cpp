@@ -147,5 +147,23 @@ TEST(TorchInterop, KoloClientJoinsAStoreTorchHosts) {
   EXPECT_NE(peer.text.find("all checks passed"), std::string::npos) << peer.text;
 }
 
+// With authentication on (a job secret), torch's client cannot take part: it is refused before
+// its SET is read, and the key kolo wrote is unchanged. What the c10d protocol does not protect
+// when it must be spoken is in docs/RELIABILITY.md.
+TEST(TorchInterop, TorchClientIsRefusedByAStoreWithAuthentication) {
+  if (!torch_available()) GTEST_SKIP() << python() << " cannot import torch.distributed: interop not tested";
+  auto server = TCPStoreServer::start("127.0.0.1", 0, "job secret");
+  TCPStore::Options opts;
+  opts.port = server->port();
+  opts.timeout = Ms(30000);
+  opts.secret = "job secret";
+  auto store = TCPStore::create(opts);
+  store->set("victim", std::string("kolo"));
+  Peer peer({"refused", std::to_string(server->port())});
+  EXPECT_EQ(peer.exit_code(), 0) << peer.text;
+  EXPECT_NE(peer.text.find("refused as expected"), std::string::npos) << peer.text;
+  EXPECT_EQ(store->get_string("victim"), "kolo");
+}
+
 }  // namespace
 }  // namespace kolo

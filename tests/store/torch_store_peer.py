@@ -5,6 +5,9 @@ the kolo side to check. Exit 0 when every check passed; a failed check prints wh
   torch_store_peer.py client PORT   kolo hosts the store; torch is a client (world size 2)
   torch_store_peer.py server        torch hosts the store (world size 2, waits for the kolo
                                     client); prints "port N", then plays the same script
+  torch_store_peer.py refused PORT  kolo hosts the store with authentication on: torch's client
+                                    cannot authenticate, so its SET and GET must fail (exit 0
+                                    when they did, 1 when the store served it)
 """
 import datetime
 import sys
@@ -36,8 +39,23 @@ def play(store):
     store.set("from_torch", "torch value")  # last: kolo waits for it
 
 
+def refused(port):
+    try:
+        store = TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5))
+        store.set("victim", "torch")  # c10d's SET has no reply: the failure shows on the GET
+        got = store.get("victim")
+    except RuntimeError as e:
+        print(f"torch peer: refused as expected: {e}", flush=True)
+        return
+    print(f"torch peer: NOT refused, read {got!r}", flush=True)
+    sys.exit(1)
+
+
 def main():
     timeout = datetime.timedelta(seconds=30)
+    if sys.argv[1] == "refused":
+        refused(int(sys.argv[2]))
+        return
     if sys.argv[1] == "client":
         store = TCPStore("127.0.0.1", int(sys.argv[2]), 2, False, timeout)
         play(store)
