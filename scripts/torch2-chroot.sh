@@ -52,9 +52,10 @@ build=build-torch2-$suite
 mirror=http://deb.debian.org/debian
 # What building kolo + kolo_torch and running tests/torch needs (see python/kolo_torch/meson.build
 # and the top-level meson.build): gtest because tests/ (where the torch suite is declared) is
-# only configured with it; python3-dev for the extension module; libssl-dev for libcrypto.
+# only configured with it; python3-dev for the extension module; libssl-dev for libcrypto;
+# nlohmann-json3-dev for the benchmarks' JSON output (kolo-perf).
 packages=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
-          meson ninja-build g++ pkg-config libssl-dev libgtest-dev)
+          meson ninja-build g++ pkg-config libssl-dev libgtest-dev nlohmann-json3-dev)
 
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo "$0" "${all_args[@]}"
