@@ -53,9 +53,11 @@ mirror=http://deb.debian.org/debian
 # What building kolo + kolo_torch and running tests/torch needs (see python/kolo_torch/meson.build
 # and the top-level meson.build): gtest because tests/ (where the torch suite is declared) is
 # only configured with it; python3-dev for the extension module; libssl-dev for libcrypto;
-# nlohmann-json3-dev for the benchmarks' JSON output (kolo-perf).
+# nlohmann-json3-dev for the benchmarks' JSON output (kolo-perf); libopenblas-dev for kolo-train
+# (test_torchrun.py) and bible-kjv(-text) for its corpus and examples/torch/train.py's (test_ddp.py).
 packages=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
-          meson ninja-build g++ pkg-config libssl-dev libgtest-dev nlohmann-json3-dev)
+          meson ninja-build g++ pkg-config libssl-dev libgtest-dev nlohmann-json3-dev
+          libopenblas-dev bible-kjv bible-kjv-text)
 
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo "$0" "${all_args[@]}"
@@ -119,7 +121,10 @@ fi
 torch_version=$(chroot "$root" python3 -c "import torch; print(torch.__version__)")
 phase "torch $torch_version, g++ $(chroot "$root" g++ -dumpfullversion)"
 
-in_tree() { chroot "$root" env -C /kolo HOME=/tmp LC_ALL=C.UTF-8 "$@"; }
+# USE_LIBUV=0: Debian builds torch 2.x without libuv, yet its TCPStore asks for libuv by default
+# (env:// and torchrun's static rendezvous fail with "use_libuv was requested but PyTorch was
+# built without libuv support"); every Debian torch 2.x user needs it, not only kolo.
+in_tree() { chroot "$root" env -C /kolo HOME=/tmp LC_ALL=C.UTF-8 USE_LIBUV=0 "$@"; }
 if [ ! -f "$repo/$build/build.ninja" ]; then
   phase "meson setup $build"
   in_tree meson setup "$build" -Dbuildtype=release -Dcuda=disabled -Dmpi=disabled -Dibverbs=disabled \
