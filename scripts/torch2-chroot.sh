@@ -133,6 +133,7 @@ fi
 # Only what the torch suite runs: the extension and its Python files, and kolo-perf and
 # kolo-train (test_torchrun.py launches them); the GoogleTest binaries are not needed here.
 phase "building kolo_torch, kolo-perf, kolo-train"
+in_tree ninja -C "$build" build.ninja >/dev/null  # regenerate first: the target list may have changed
 mapfile -t targets < <(in_tree ninja -C "$build" -t targets all |
   sed -n 's/^\(python\/kolo_torch\/[^:]*\|bench\/perf\/kolo-perf\|examples\/train\/kolo-train\): .*/\1/p')
 in_tree ninja -C "$build" -j"$(nproc)" "${targets[@]}"
@@ -143,9 +144,12 @@ if [ "$build_only" = 1 ]; then
 else
   phase "meson test --suite torch"
   test_args=()
-  [ ${#pytest_args[@]} -eq 0 ] || test_args=(--test-args "${pytest_args[*]}")
+  # meson splits --test-args like a shell: quote each argument ("-k 'not c10d'").
+  [ ${#pytest_args[@]} -eq 0 ] || test_args=("--test-args=$(printf '%q ' "${pytest_args[@]}")")
+  rm -f "$repo/$build/meson-logs/testlog.txt"  # no stale counts if meson test fails early
   in_tree meson test -C "$build" --no-rebuild --suite torch --print-errorlogs "${test_args[@]}" || rc=$?
   log=$repo/$build/meson-logs/testlog.txt
+  touch "$log"
   passed=$(grep -ho '^\[  PASSED  \] [0-9]* tests\?\.' "$log" | awk '{s += $4} END {print s + 0}')
   mapfile -t failed < <(grep -h '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sort -u)
   phase "done, torch $torch_version"
