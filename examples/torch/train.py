@@ -151,8 +151,13 @@ def train(args, group=None):
 
 def main(argv=None):
     args = parse(argv)
-    if args.backend == "kolo":
-        import kolo_torch  # noqa: F401  registers the "kolo" backend
+    try:
+        # Registers the "kolo" backend; on a torch 2.x built without libuv (Debian's) it also
+        # lets env:// join torchrun's store, which every backend needs.
+        import kolo_torch  # noqa: F401
+    except ImportError:
+        if args.backend == "kolo":
+            raise
     dist.init_process_group(args.backend)  # env:// from torchrun
     losses, step_time = train(args)
     if dist.get_rank() == 0:

@@ -47,8 +47,9 @@ def main():
     backend, out = sys.argv[1], sys.argv[2]
     if backend == "gloo":
         train.bf16_hook = bf16_hook_over_float32
-    if backend == "kolo":
-        import kolo_torch  # noqa: F401
+    # For gloo too: on a torch 2.x built without libuv (Debian's) env:// cannot join torchrun's
+    # store without kolo_torch's fix (kolo_torch._libuv).
+    import kolo_torch  # noqa: F401
     dist.init_process_group(backend)
     results = {}
     for name, flags in VARIANTS.items():
