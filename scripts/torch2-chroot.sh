@@ -107,6 +107,9 @@ mnt --bind /dev "$root/dev"
 mnt -t tmpfs -o mode=1777 shm "$root/dev/shm"  # the shm transport's rings: private to this run
 mnt --bind /sys "$root/sys"
 mnt --bind "$repo" "$root/kolo"
+# The host's names, so that this machine's hostname resolves as outside: torch 2.x's c10d
+# rendezvous advertises its shared store as <hostname>:<port>, and every rank must reach it.
+cp /etc/hosts "$root/etc/hosts"
 
 stamp=$root/.kolo-packages
 if [ "$(cat "$stamp" 2>/dev/null)" != "${packages[*]}" ]; then
