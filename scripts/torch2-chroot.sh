@@ -125,8 +125,9 @@ torch_version=$(chroot "$root" python3 -c "import torch; print(torch.__version__
 phase "torch $torch_version, g++ $(chroot "$root" g++ -dumpfullversion)"
 
 # USE_LIBUV=0: Debian builds torch 2.x without libuv, yet its TCPStore asks for libuv by default
-# (env:// and torchrun's static rendezvous fail with "use_libuv was requested but PyTorch was
-# built without libuv support"); every Debian torch 2.x user needs it, not only kolo.
+# ("use_libuv was requested but PyTorch was built without libuv support"). import kolo_torch
+# and kolo_torch.run fix that themselves (kolo_torch/_libuv.py); this covers what runs here
+# before importing kolo_torch, as every user of Debian's torch 2.x must.
 in_tree() { chroot "$root" env -C /kolo HOME=/tmp LC_ALL=C.UTF-8 USE_LIBUV=0 "$@"; }
 if [ ! -f "$repo/$build/build.ninja" ]; then
   phase "meson setup $build"
