@@ -70,6 +70,11 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def fp16_hook(process_group, bucket) -> torch.futures.Future[torch.Tensor]:
+    """default_hooks.fp16_compress_hook, looked up by this name so that a test can swap it."""
+    return default_hooks.fp16_compress_hook(process_group, bucket)
+
+
 def bf16_hook(process_group, bucket) -> torch.futures.Future[torch.Tensor]:
     """default_hooks.bf16_compress_hook under another name: torch 1.13's DDP refuses that hook by
     name unless NCCL >= 2.10 is present, although on CPU it only casts and all-reduces."""
@@ -112,7 +117,7 @@ def train(args, group=None):
     ddp = DDP(model, process_group=group, find_unused_parameters=args.find_unused_parameters,
               static_graph=args.static_graph, bucket_cap_mb=args.bucket_mb)
     if args.hook == "fp16":
-        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
+        ddp.register_comm_hook(group, fp16_hook)
     elif args.hook == "bf16":
         ddp.register_comm_hook(group, bf16_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
@@ -151,8 +156,13 @@ def train(args, group=None):
 
 def main(argv=None):
     args = parse(argv)
-    if args.backend == "kolo":
-        import kolo_torch  # noqa: F401  registers the "kolo" backend
+    try:
+        # Registers the "kolo" backend; on a torch 2.x built without libuv (Debian's) it also
+        # lets env:// join torchrun's store, which every backend needs.
+        import kolo_torch  # noqa: F401
+    except ImportError:
+        if args.backend == "kolo":
+            raise
     dist.init_process_group(args.backend)  # env:// from torchrun
     losses, step_time = train(args)
     if dist.get_rank() == 0:

@@ -10,6 +10,7 @@ import torch  # loads libtorch and the pybind11 types (Store, ProcessGroup, Work
 import torch.distributed as dist
 
 from . import _C
+from . import _libuv
 
 __all__ = ["create_backend"]
 
@@ -35,3 +36,5 @@ def _register():
 
 
 _register()
+# A torch 2.x built without libuv (Debian's) cannot join torchrun's agent store otherwise.
+_libuv.apply()

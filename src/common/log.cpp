@@ -150,7 +150,8 @@ void write(Level l, Subsys s, const std::string& msg) {
   const std::time_t secs = static_cast<std::time_t>(us / 1000000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
-  char stamp[40];
+  // Room for any int the fields could hold (gcc 14+ checks that with -Wformat-truncation).
+  char stamp[96];
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1000000));
   std::string line = stamp;

@@ -18,8 +18,6 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
                        std::chrono::milliseconds timeout, size_t chunk_bytes, std::chrono::microseconds spin)
     : ctx_(ctx),
       scratch_(scratch),
-      reqs_(reqs),
-      temp_(temp),
       group_(group),
       args_(args),
       stamp_(stamp),
@@ -28,6 +26,8 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
       spin_(spin),
+      reqs_(reqs),
+      temp_(temp),
       waits_{true, stamp.seq, -1} {
   reqs_.reset();  // the last collective's requests are done, or were failed by its abort
   temp_.reset();

@@ -101,8 +101,8 @@ class EngineComm final : public algo::Comm {
   std::chrono::milliseconds timeout_;
   size_t chunk_bytes_;
   std::chrono::microseconds spin_;
-  RequestArena& reqs_;
-  BumpArena& temp_;     // the algorithm's bookkeeping; reset per collective  // stable addresses while the transport holds them; reused per collective
+  RequestArena& reqs_;  // stable addresses while the transport holds them; reused per collective
+  BumpArena& temp_;     // the algorithm's bookkeeping; reset per collective
   std::atomic<int>* waiting_slot_ = nullptr;
   // Receive from any source (recv_any.cpp).
   uint64_t* p2p_recv_seq_ = nullptr;

@@ -27,28 +27,33 @@ VARIANTS = {
 COMMON = ["--steps", "3", "--batch", "4", "--seq", "32", "--dim", "32", "--layers", "2", "--quiet"]
 
 
-def bf16_hook_over_float32(process_group, bucket) -> torch.futures.Future[torch.Tensor]:
-    """For gloo, which cannot all-reduce bfloat16 in torch 1.13: the bf16 hook's arithmetic with
-    the sum done in float32 and rounded to bfloat16 once. With 2 ranks the float32 sum of two
-    bfloat16 values is exact, so this is the correctly rounded bfloat16 sum kolo computes."""
-    world = process_group.size() if process_group is not None else dist.get_world_size()
-    compressed = bucket.buffer().to(torch.bfloat16).div_(world).to(torch.float32)
-    fut = dist.all_reduce(compressed, group=process_group, async_op=True).get_future()
+def over_float32(dtype):
+    """For gloo, which cannot all-reduce bfloat16 in torch 1.13 nor float16 in Debian's torch 2.x:
+    the compress hook's arithmetic with the sum done in float32 and rounded to `dtype` once. With
+    2 ranks the float32 sum of two `dtype` values is exact, so this is the correctly rounded sum
+    kolo computes."""
+    def hook(process_group, bucket) -> torch.futures.Future[torch.Tensor]:
+        world = process_group.size() if process_group is not None else dist.get_world_size()
+        compressed = bucket.buffer().to(dtype).div_(world).to(torch.float32)
+        fut = dist.all_reduce(compressed, group=process_group, async_op=True).get_future()
 
-    def decompress(fut):
-        out = bucket.buffer()
-        out.copy_(fut.value()[0].to(torch.bfloat16))
-        return out
+        def decompress(fut):
+            out = bucket.buffer()
+            out.copy_(fut.value()[0].to(dtype))
+            return out
 
-    return fut.then(decompress)
+        return fut.then(decompress)
+    return hook
 
 
 def main():
     backend, out = sys.argv[1], sys.argv[2]
     if backend == "gloo":
-        train.bf16_hook = bf16_hook_over_float32
-    if backend == "kolo":
-        import kolo_torch  # noqa: F401
+        train.fp16_hook = over_float32(torch.float16)
+        train.bf16_hook = over_float32(torch.bfloat16)
+    # For gloo too: on a torch 2.x built without libuv (Debian's) env:// cannot join torchrun's
+    # store without kolo_torch's fix (kolo_torch._libuv).
+    import kolo_torch  # noqa: F401
     dist.init_process_group(backend)
     results = {}
     for name, flags in VARIANTS.items():

@@ -33,10 +33,16 @@ kolo::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* name) {
     case c10d::ReduceOp::PREMUL_SUM: {
       auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(s != nullptr, "kolo: ", name, ": PREMUL_SUM without its factor");
-      if (!s->tensor_factors.empty()) {
-        const auto& f = s->tensor_factors[0];
-        TORCH_CHECK(f.numel() == 1, "kolo: ", name, ": PREMUL_SUM takes a one-element factor tensor");
-        return kolo::ReduceOp::premul_sum(f.to(at::kCPU).item<double>());
+#if TORCH_VERSION_MAJOR >= 2
+      // torch 2.x holds one factor tensor (undefined when the factor is a double).
+      const at::Tensor* f = s->tensor_factor.defined() ? &s->tensor_factor : nullptr;
+#else
+      // torch 1.13 holds a list of factor tensors (empty when the factor is a double).
+      const at::Tensor* f = s->tensor_factors.empty() ? nullptr : &s->tensor_factors[0];
+#endif
+      if (f != nullptr) {
+        TORCH_CHECK(f->numel() == 1, "kolo: ", name, ": PREMUL_SUM takes a one-element factor tensor");
+        return kolo::ReduceOp::premul_sum(f->to(at::kCPU).item<double>());
       }
       return kolo::ReduceOp::premul_sum(s->double_factor);
     }
