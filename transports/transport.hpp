@@ -123,6 +123,11 @@ class Device {
   // A file descriptor that becomes readable when poll() may have work, or -1 if the device
   // must be polled (busy-wait devices).
   virtual int wait_fd() const = 0;
+  // Called just before the engine sleeps in poll(2) on wait_fd(): whatever this device waits
+  // for must from now on make wait_fd() readable (shm: flags in shared memory that make peers
+  // ring a doorbell). True when something moved meanwhile: do not sleep, poll again. The next
+  // poll() undoes it. Busy ranks never call it, so the per-message path pays nothing for sleep.
+  virtual bool prepare_sleep() { return false; }
   // Best effort, bounded: tells every peer this process aborts, with `reason`, and fails every
   // pending request with Failure::aborted.
   virtual void abort(const std::string& reason) = 0;

@@ -37,6 +37,9 @@ bool Context::poll() {
 }
 
 void Context::block(std::chrono::microseconds max_wait) {
+  bool moved = false;
+  for (auto& d : devices_) moved |= d->prepare_sleep();
+  if (moved) return;  // something arrived while the devices armed: the caller polls again
   pollfd fds[8];
   nfds_t n = 0;
   bool all_fds = true;

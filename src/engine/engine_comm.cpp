@@ -1,5 +1,8 @@
 #include "engine/engine_comm.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -15,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group,
                        const algo::CollArgs& args, const Stamp& stamp, Clock::time_point deadline,
-                       std::chrono::milliseconds timeout, size_t chunk_bytes, std::chrono::microseconds spin)
+                       std::chrono::milliseconds timeout, size_t chunk_bytes, const WaitPolicy& wait)
     : ctx_(ctx),
       scratch_(scratch),
       group_(group),
@@ -25,12 +28,33 @@ EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpA
       deadline_(deadline),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
-      spin_(spin),
+      wait_(wait),
       reqs_(reqs),
       temp_(temp),
       waits_{true, stamp.seq, -1} {
   reqs_.reset();  // the last collective's requests are done, or were failed by its abort
   temp_.reset();
+}
+
+WaitPolicy WaitPolicy::from_config(int ranks_on_host) {
+  WaitPolicy w;
+  w.spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("KOLO_SPIN_US")));
+  const std::string mode = config::get_string("KOLO_YIELD_WHEN_IDLE");
+  bool yield_at_once;
+  if (mode == "1") {
+    yield_at_once = true;
+  } else if (mode == "0") {
+    yield_at_once = false;
+  } else if (mode == "auto") {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    yield_at_once = cpus > 0 && ranks_on_host > cpus;
+  } else {
+    throw InvalidArgument("KOLO_YIELD_WHEN_IDLE must be auto, 0 or 1, not '" + mode + "'");
+  }
+  if (yield_at_once) w.pure_spin_polls = 0;
+  return w;
 }
 
 // "1.5", "60": a timeout in seconds as the error messages say it.
@@ -92,7 +116,7 @@ void EngineComm::wait_for_arrival() {
                        std::to_string(args_.tag) + " (a receive of " + std::to_string(args_.bytes()) +
                        " bytes); is the sender stuck, dead, or using another tag?");
   }
-  if (arrival_spin_until_ == Clock::time_point{}) arrival_spin_until_ = now + spin_;
+  if (arrival_spin_until_ == Clock::time_point{}) arrival_spin_until_ = now + wait_.spin;
   if (now < arrival_spin_until_) {
     std::this_thread::yield();
     return;
@@ -148,8 +172,8 @@ void EngineComm::wait(algo::Req r) {
   Request& req = get(r);
   if (req.state == Request::State::done) return;
   // A peer on another core answers a small message within a microsecond or two: poll that long
-  // without a system call before yielding the core.
-  constexpr int kPureSpinPolls = 64;
+  // without a system call before yielding the core (not at all when ranks outnumber cores).
+  const int pure_spin_polls = wait_.pure_spin_polls;
   // Reading the clock costs about as much as polling an idle shared-memory ring, so the loop
   // reads it only once it has stopped spinning purely, and while data keeps moving (other
   // requests' traffic) every kClockEvery polls, which still bounds the wait by its deadline.
@@ -164,14 +188,14 @@ void EngineComm::wait(algo::Req r) {
     ++polls;
     if (moved) {
       if (polls % kClockEvery != 0) continue;
-    } else if (++idle_polls <= kPureSpinPolls) {
+    } else if (++idle_polls <= pure_spin_polls) {
       cpu_relax();
       continue;
     }
     const auto now = Clock::now();
     if (now >= deadline_) raise_timeout(where(), timeout_, req, waits_.collective, waits_.seq, group_);
     if (moved) continue;
-    if (spin_until == Clock::time_point{}) spin_until = now + spin_;
+    if (spin_until == Clock::time_point{}) spin_until = now + wait_.spin;
     if (now >= spin_until) {
       // The slow path: say whom we wait for (the flight recorder shows it if we never return).
       // The Context's numbering: the flight recorder is the owner's, even for a sharing subgroup.

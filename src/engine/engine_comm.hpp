@@ -48,13 +48,25 @@ struct GroupInfo {
   std::string label() const;
 };
 
+// How a rank waits for a message: poll without a system call, then poll and yield the core
+// between polls, then sleep (Context::block). When this host runs more ranks than this process
+// may use CPUs, a peer the rank waits for is often not running at all: every poll that finds
+// nothing should give it the core at once (Open MPI's mpi_yield_when_idle), so the pure spin
+// is skipped.
+struct WaitPolicy {
+  int pure_spin_polls = 64;             // idle polls without a clock read or system call
+  std::chrono::microseconds spin{200};  // KOLO_SPIN_US: then poll and yield this long
+  // KOLO_YIELD_WHEN_IDLE (auto: when `ranks_on_host` exceeds this process's CPUs).
+  static WaitPolicy from_config(int ranks_on_host);
+};
+
 class EngineComm final : public algo::Comm {
  public:
   // `reqs` is reset: the previous collective's requests must be finished (done, or failed by
   // the abort that followed its failure).
   EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group, const algo::CollArgs& args,
              const Stamp& stamp, std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
-             size_t chunk_bytes, std::chrono::microseconds spin);
+             size_t chunk_bytes, const WaitPolicy& wait);
 
   int rank() const override { return group_.rank; }
   int size() const override { return group_.size; }
@@ -100,7 +112,7 @@ class EngineComm final : public algo::Comm {
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::milliseconds timeout_;
   size_t chunk_bytes_;
-  std::chrono::microseconds spin_;
+  WaitPolicy wait_;
   RequestArena& reqs_;  // stable addresses while the transport holds them; reused per collective
   BumpArena& temp_;     // the algorithm's bookkeeping; reset per collective
   std::atomic<int>* waiting_slot_ = nullptr;

@@ -22,13 +22,20 @@ struct RunningOperations {
 };
 }  // namespace
 
+// Ranks of this group on this process's host (the group's own layout; a group of one host
+// when the bootstrap gave no identities).
+static int ranks_on_my_host(const GroupInfo& g) {
+  if (g.hosts.size() != g.size) return g.size;
+  return static_cast<int>(g.hosts.members[static_cast<size_t>(g.hosts.host_of[static_cast<size_t>(g.rank)])].size());
+}
+
 Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout)
     : ctx_(std::move(ctx)),
       group_(std::move(group)),
       close_timeout_(close_timeout),
       fr_(FlightRecorder::from_config(group_.rank, group_.size, group_.name)),
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
-      spin_(config::get_int("KOLO_SPIN_US")),
+      wait_(WaitPolicy::from_config(ranks_on_my_host(group_))),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
       inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))) {
   thread_ = std::thread([this] { loop(); });
@@ -212,7 +219,7 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
 void Executor::wait_for_work() {
   // A training loop or benchmark issues the next operation within microseconds; polling the
   // queue briefly (yielding the core) saves a futex wake-up per operation.
-  auto until = Clock::now() + spin_;
+  auto until = Clock::now() + wait_.spin;
   while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until) {
     if (pending_n_.load(std::memory_order_acquire) > 0 || ctx_->has_failure()) return;
     std::this_thread::yield();
@@ -231,27 +238,51 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
     Clock::time_point until;
     if (!queue_.empty()) {
       Task& f = queue_.front();
-      const bool young = f.deferred && Clock::now() < f.submitted + inline_window_;
+      const bool young = f.deferred && Clock::now() < f.submitted + engine_window();
       if (!young) {
         // A deferred operation nobody came for: the caller overlaps; stop deferring.
-        if (f.deferred) predict_inline_.store(false, std::memory_order_relaxed);
+        if (f.deferred) {
+          predict_inline_.store(false, std::memory_order_relaxed);
+          window_stretch_ = 1;
+        }
         *out = std::move(f);
         queue_.pop_front();
         queued_.fetch_sub(1, std::memory_order_release);
         return true;
       }
       if (attention) return false;
-      until = f.submitted + inline_window_;
+      until = f.submitted + engine_window();
     } else {
       if (attention) return false;
       until = Clock::now() + kIdleCheck;
     }
     const uint64_t gen = wake_gen_;
+    uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front().ticket;
     lk.unlock();
     run.unlock();
     {
+      // Sleep without run_mu_, and wake up without it too: when the timer goes off while a
+      // caller runs the queue's front inline (the usual case: it arrived within the window),
+      // taking run_mu_ here would block this thread on it and make the caller pay a futex
+      // wake-up at its unlock. So look first, under mu_ only, whether anything is due.
+      // Every timer that finds its operation gone (run inline by its caller) doubles the time
+      // the engine gives the next ones, up to kMaxStretch windows: a thread woken every window
+      // costs a context switch each time, which is most of a small collective's time when
+      // ranks outnumber cores. An operation found overdue resets it (take_next above).
       std::unique_lock<std::mutex> w(mu_);
-      cv_.wait_until(w, until, [&] { return wake_gen_ != gen; });
+      while (!cv_.wait_until(w, until, [&] { return wake_gen_ != gen; })) {
+        if (ctx_->has_failure()) break;
+        const auto now = Clock::now();
+        if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
+        if (queue_.empty()) {
+          until = now + kIdleCheck;
+          continue;
+        }
+        const Task& f = queue_.front();
+        if (!f.deferred || now >= f.submitted + engine_window()) break;  // due: take it
+        waited_ticket = f.ticket;
+        until = f.submitted + engine_window();  // a later operation, still left for its caller
+      }
     }
     run.lock();
     lk.lock();
@@ -352,7 +383,7 @@ void Executor::loop() {
 void Executor::run_collective(Task& t) {
   auto start = Clock::now();
   const GroupInfo& g = info(t);
-  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, spin_);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, wait_);
   const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
   fr_->started(t.fr, start, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);

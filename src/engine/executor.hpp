@@ -110,10 +110,15 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::vector<Task> inline_batch_;   // what run_inline() took from the queue (run_mu_)
   std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
-  std::chrono::microseconds spin_;
+  WaitPolicy wait_;  // how its collectives wait for messages
   std::atomic<int> queued_{0};  // queue_.size(), readable without the lock
   bool inline_enabled_;
   std::chrono::microseconds inline_window_;
+  // How long the engine thread leaves a deferred operation to its caller: the window, stretched
+  // while callers keep taking their operations in time (engine thread only; take_next).
+  static constexpr unsigned kMaxStretch = 64;
+  unsigned window_stretch_ = 1;
+  std::chrono::microseconds engine_window() const { return inline_window_ * window_stretch_; }
   std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
 
   std::mutex run_mu_;  // held by whichever thread runs operations or polls the transports

@@ -87,6 +87,7 @@ DriveStats drive(transport::Device& dev, const std::vector<Request*>& reqs, std:
     }
     if (Clock::now() >= deadline) break;
     if (dev.poll()) continue;
+    if (dev.prepare_sleep()) continue;
     int fd = dev.wait_fd();
     if (fd < 0) continue;
     pollfd pf{fd, POLLIN, 0};

@@ -239,6 +239,7 @@ TEST_F(ShmThreads, IdleDeviceSleepsInsteadOfSpinning) {
   while (Clock::now() < end) {
     ++loops;
     if (ranks[1]->dev->poll()) continue;
+    if (ranks[1]->dev->prepare_sleep()) continue;
     pollfd pf{ranks[1]->dev->wait_fd(), POLLIN, 0};
     ::poll(&pf, 1, 100);
   }

@@ -19,13 +19,9 @@ using transport::Failure;
 
 namespace {
 constexpr uint32_t kNudgeId = UINT32_MAX;
-// While busy the device looks at the sockets (abort notices, deaths) only every so many polls:
-// an epoll_wait per poll would put a system call on every message. Idle ranks look every time.
+// The device looks at the sockets (abort notices, deaths) only every so many polls, and before
+// every sleep: an epoll_wait per poll would put a system call on every message.
 constexpr unsigned kPollsBetweenSocketChecks = 256;
-// How long poll() must find nothing before the device arms for sleeping. Short: sleeping is
-// decided by the engine; this only keeps peers from ringing doorbells at a rank that is merely
-// between two messages.
-constexpr int64_t kArmAfterMaxUs = 20;
 }  // namespace
 
 ShmDevice::ShmDevice(int size, transport::FailureSink* sink) : pairs_(static_cast<size_t>(size)), sink_(sink) {
@@ -39,7 +35,6 @@ ShmDevice::ShmDevice(int size, transport::FailureSink* sink) : pairs_(static_cas
   ev.data.u32 = kNudgeId;
   if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, nudge_.get(), &ev) != 0)
     throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
-  arm_after_ = std::chrono::microseconds(std::clamp<int64_t>(config::get_int("KOLO_SPIN_US"), 0, kArmAfterMaxUs));
   std::random_device rd;
   probe_word_ = (uint64_t(rd()) << 32 | rd()) | 1;
 }
@@ -95,22 +90,15 @@ bool ShmDevice::check_sockets() {
 }
 
 bool ShmDevice::poll() {
+  // No clock read and no system call here: a rank waiting for a small message polls millions
+  // of times a second. Sleeping is the engine's decision (prepare_sleep); polling means awake.
+  if (armed_) disarm();
   bool moved = progress_pairs();
-  if (armed_ || ++polls_since_socket_check_ >= kPollsBetweenSocketChecks) moved |= check_sockets();
-  if (moved) {
-    idle_started_ = false;
-    if (armed_) disarm();
-    return true;
-  }
-  if (armed_) return false;
-  auto now = std::chrono::steady_clock::now();
-  if (!idle_started_) {
-    idle_started_ = true;
-    idle_since_ = now;
-  }
-  if (now - idle_since_ < arm_after_) return false;
-  return arm();
+  if (++polls_since_socket_check_ >= kPollsBetweenSocketChecks) moved |= check_sockets();
+  return moved;
 }
+
+bool ShmDevice::prepare_sleep() { return armed_ ? false : arm(); }
 
 bool ShmDevice::arm() {
   for (ShmPair* p : list_) p->set_waiting(true);
@@ -120,7 +108,6 @@ bool ShmDevice::arm() {
   moved |= check_sockets();
   if (moved) {
     for (ShmPair* p : list_) p->set_waiting(false);
-    idle_started_ = false;
     return true;
   }
   uint64_t v;

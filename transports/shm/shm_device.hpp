@@ -3,14 +3,13 @@
 //
 // Sleeping: the engine polls, spins a while, then sleeps in poll(2) on wait_fd(), an epoll set
 // over the control sockets and a "nudge" eventfd. While the device is awake the nudge is kept
-// readable, so a sleep attempt returns at once. Once poll() has found nothing to do for a short
-// while (KOLO_SPIN_US, at most 20 us: the engine spins longer than that before it sleeps, and a
-// peer that is merely between two messages should not be rung), the device *arms*: each pair
-// sets the shared-memory flags for what it waits for (a slot from the peer, a free slot or a
-// finished large read), checks the rings once more, and the nudge is drained. From then on the
-// peer, when it publishes or frees something and sees the flag, writes one doorbell byte on the
-// socket, which wakes us. Any progress (or a new request) disarms again. So busy ranks exchange
-// messages with no system call, and idle ones sleep.
+// readable, so a sleep attempt that skipped prepare_sleep() returns at once. Just before the
+// engine sleeps, prepare_sleep() *arms* the device: each pair sets the shared-memory flags for
+// what it waits for (a slot from the peer, a free slot or a finished large read), the rings and
+// sockets are checked once more, and the nudge is drained. From then on the peer, when it
+// publishes or frees something and sees the flag, writes one doorbell byte on the socket, which
+// wakes us. The next poll() (or a new request) disarms again. So busy ranks exchange messages
+// with no system call and no clock read, and idle ones sleep.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -38,6 +37,7 @@ class ShmDevice final : public transport::Device {
   transport::Pair* pair(int peer) override;
   bool poll() override;
   int wait_fd() const override { return epfd_.get(); }
+  bool prepare_sleep() override;
   void abort(const std::string& reason) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
@@ -70,9 +70,6 @@ class ShmDevice final : public transport::Device {
   uint64_t probe_word_ = 0;  // peers read it with process_vm_readv to test cross-memory attach
 
   bool armed_ = false;
-  bool idle_started_ = false;
-  std::chrono::steady_clock::time_point idle_since_;
-  std::chrono::nanoseconds arm_after_;
   unsigned polls_since_socket_check_ = 0;
 };
 
