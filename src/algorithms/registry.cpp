@@ -18,6 +18,7 @@ extern const Algorithm kSendDirect, kRecvDirect;
 extern const Algorithm kAllreduceTwoshot;
 extern const Algorithm kAllreduceHier, kBroadcastHier, kAllgatherHier, kReduceScatterHier;
 extern const Algorithm kRecvAny;
+extern const Algorithm kAllreduceOneshot;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -34,6 +35,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kAllreduceTwoshot,
       &kAllreduceHier,     &kBroadcastHier,      &kAllgatherHier,     &kReduceScatterHier,
       &kRecvAny,
+      &kAllreduceOneshot,
   };
   return list;
 }
