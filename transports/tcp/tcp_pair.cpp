@@ -131,6 +131,10 @@ size_t TcpPair::fill_inbuf() {
     ssize_t r = ::recv(fd_.get(), inbuf_.get() + in_end_, room, MSG_DONTWAIT);
     if (r > 0) {
       in_end_ += static_cast<size_t>(r);
+      // A short read drained the socket: the next byte to arrive raises a new edge-triggered
+      // event, so asking again now would only return EAGAIN (a system call per message). While
+      // the connection ends, read until EAGAIN or EOF instead.
+      if (static_cast<size_t>(r) < room && !in_hangup_) readable_ = false;
       return static_cast<size_t>(r);
     }
     if (r == 0) {
@@ -188,6 +192,7 @@ bool TcpPair::pump_read() {
       if (!readable_) return moved;
       ssize_t r = ::recv(fd_.get(), dst_, left_, MSG_DONTWAIT);
       if (r > 0) {
+        if (static_cast<size_t>(r) < left_ && !in_hangup_) readable_ = false;  // drained (fill_inbuf)
         dst_ += r;
         left_ -= static_cast<size_t>(r);
       } else if (r == 0 || (r < 0 && errno == ECONNRESET)) {
