@@ -56,12 +56,17 @@ class Work {
 
   const char* const op_name_;  // a static name ("allreduce"): no allocation per operation
   const uint64_t seq_;
-  mutable std::mutex mu_;
+  // Completing takes no lock unless someone registered a callback or sleeps in wait(): each
+  // side announces itself in an atomic and then looks at the other's (seq_cst on both sides,
+  // so at least one of them sees the other).
+  mutable std::mutex mu_;  // callbacks_, and the sleep of waiters on cv_
   std::condition_variable cv_;
-  bool done_ = false;      // the result is known (is_completed())
-  bool released_ = false;  // callbacks have run: wait() may return
-  std::atomic<bool> released_flag_{false};  // the same, for wait()'s brief lock-free polling
-  std::exception_ptr error_;
+  std::atomic<bool> finishing_{false};      // finish() ran (it runs once)
+  std::atomic<bool> done_{false};           // the result is known (is_completed()); error_ is set
+  std::atomic<bool> released_flag_{false};  // callbacks have run: wait() may return
+  std::atomic<bool> has_callbacks_{false};  // on_complete() was called before completion
+  std::atomic<int> sleepers_{0};            // threads in wait() that may sleep on cv_
+  std::exception_ptr error_;  // written once, before done_ (release); read after done_ (acquire)
   std::vector<std::function<void(Work&)>> callbacks_;
   std::weak_ptr<engine::WorkRunner> runner_;  // set once, before the operation is queued
   uint64_t ticket_ = 0;
