@@ -358,11 +358,14 @@ void ShmPair::set_waiting(bool on) {
   if (!on) peek_wanted_ = false;
   bool want_in = on && wants_inbound();
   bool want_out = on && wants_outbound();
-  if (want_in != waiting_in_) {
+  // A flag we want set is stored even if we set it before: the peer clears it when it rings
+  // (exchange), so our copy may say "set" while the shared flag is clear, and a sleep on that
+  // would wait for a doorbell that never comes (seen as 50 ms stalls at 4 ranks).
+  if (want_in != waiting_in_ || want_in) {
     in_.ctl->receiver_waiting.store(want_in ? 1 : 0, std::memory_order_seq_cst);
     waiting_in_ = want_in;
   }
-  if (want_out != waiting_out_) {
+  if (want_out != waiting_out_ || want_out) {
     out_.ctl->sender_waiting.store(want_out ? 1 : 0, std::memory_order_seq_cst);
     waiting_out_ = want_out;
   }
