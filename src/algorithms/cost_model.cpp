@@ -165,10 +165,6 @@ double allreduce(const Ctx& x, const char* name, double n) {
     const double seg = n / P;
     return 2 * all_to_all_round(x, seg) + (P - 1) * seg * x.m.gamma;
   }
-  if (std::strcmp(name, "oneshot") == 0) {
-    // Every rank's whole input to every other rank in one round, P-1 reductions of n.
-    return P <= 1 ? 0 : all_to_all_round(x, n) + (P - 1) * n * x.m.gamma;
-  }
   if (std::strcmp(name, "hier") == 0) {
     // Reduce to the leader (binomial, shm), the leaders' all-reduce (rd within one chunk, else
     // ring; net), broadcast back (binomial, shm): allreduce_hier.cpp.
