@@ -138,7 +138,12 @@ int main(int argc, char** argv) {
     partners[t] = {pid, dir};
   }
   try {
-    g_groups["1rank"] = kolo::ProcessGroup::create(kolo::make_hash_store(), 0, 1);
+    // The group's timeout equals the waits' (as in join()): a wait() whose own timeout is
+    // shorter than the operation's does not run it inline (it could not give up in time), and
+    // every call would then pay the hand-off to the engine thread.
+    kolo::GroupOptions one;
+    one.timeout = kTimeout;
+    g_groups["1rank"] = kolo::ProcessGroup::create(kolo::make_hash_store(), 0, 1, one);
     for (const auto& [t, p] : partners) g_groups[t] = join(p.second + "/store", 0, t);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kolo-bench-overhead: %s\n", e.what());
