@@ -102,10 +102,14 @@ bool ShmDevice::prepare_sleep() { return armed_ ? false : arm(); }
 
 bool ShmDevice::arm() {
   for (ShmPair* p : list_) p->set_waiting(true);
-  // Look again after announcing: a peer that published just before it could see our flag did
-  // not ring, so what it published must be found here.
-  bool moved = progress_pairs();
-  moved |= check_sockets();
+  // Drain the sockets first, then look at the rings once more. A peer that published before it
+  // could see our flag did not ring, so what it published must be found by this last look; one
+  // that saw the flag rang, and its doorbell must either still be unread when we sleep (it wakes
+  // us) or have been read before that last look. The other order loses a wake-up: a doorbell
+  // read after the look, for a slot published after it, and then a sleep until the timeout
+  // (50 ms stalls at 4 ranks on 2 cores).
+  bool moved = check_sockets();
+  moved |= progress_pairs();
   if (moved) {
     for (ShmPair* p : list_) p->set_waiting(false);
     return true;
