@@ -14,30 +14,34 @@ Options with_algorithm(const RunParams& params) {
 
 bool checkable(const CollectiveSpec& spec, bool in_place) { return !(in_place && spec.id == CollId::sendrecv); }
 
-std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where,
-                           size_t param_count, const RunParams& params) {
+void issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where, size_t param_count,
+           const RunParams& params, std::vector<WorkPtr>* out) {
   Buffer send = where.send;
   Buffer recv = where.recv;
   switch (spec.id) {
     case CollId::allreduce: {
       auto o = with_algorithm<AllreduceOptions>(params);
       o.op = params.op;
-      return {group.allreduce(send, recv, o)};
+      out->push_back(group.allreduce(send, recv, o));
+      return;
     }
     case CollId::broadcast: {
       auto o = with_algorithm<BroadcastOptions>(params);
       o.root = params.root;
-      return {group.broadcast(recv, o)};
+      out->push_back(group.broadcast(recv, o));
+      return;
     }
     case CollId::reduce: {
       auto o = with_algorithm<ReduceOptions>(params);
       o.op = params.op;
       o.root = params.root;
-      return {group.reduce(send, recv, o)};
+      out->push_back(group.reduce(send, recv, o));
+      return;
     }
     case CollId::allgather: {
       send.count = param_count;
-      return {group.allgather(send, recv, with_algorithm<AllgatherOptions>(params))};
+      out->push_back(group.allgather(send, recv, with_algorithm<AllgatherOptions>(params)));
+      return;
     }
     case CollId::reducescatter: {
       auto o = with_algorithm<ReduceScatterOptions>(params);
@@ -45,21 +49,25 @@ std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, cons
       // kolo's count is per rank: the receive block.
       send.count = param_count * static_cast<size_t>(group.size());
       recv.count = param_count;
-      return {group.reduce_scatter(send, recv, o)};
+      out->push_back(group.reduce_scatter(send, recv, o));
+      return;
     }
     case CollId::alltoall:
-      return {group.alltoall(send, recv, with_algorithm<AllToAllOptions>(params))};
+      out->push_back(group.alltoall(send, recv, with_algorithm<AllToAllOptions>(params)));
+      return;
     case CollId::gather: {
       auto o = with_algorithm<GatherOptions>(params);
       o.root = params.root;
       send.count = param_count;
-      return {group.gather(send, recv, o)};
+      out->push_back(group.gather(send, recv, o));
+      return;
     }
     case CollId::scatter: {
       auto o = with_algorithm<ScatterOptions>(params);
       o.root = params.root;
       recv.count = param_count;
-      return {group.scatter(send, recv, o)};
+      out->push_back(group.scatter(send, recv, o));
+      return;
     }
     case CollId::sendrecv: {
       // kolo posts point-to-point operations and lets them complete in the background, so
@@ -69,10 +77,11 @@ std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, cons
       auto ro = with_algorithm<RecvOptions>(params);
       WorkPtr s = group.send(send, (group.rank() + 1) % n, so);
       WorkPtr r = group.recv(recv, (group.rank() + n - 1) % n, ro);
-      return {s, r};
+      out->push_back(std::move(s));
+      out->push_back(std::move(r));
+      return;
     }
   }
-  return {};
 }
 
 }  // namespace kolo::perf

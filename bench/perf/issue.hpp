@@ -15,8 +15,9 @@ struct RunParams {
   std::string algorithm;  // Options.algorithm ("" = automatic)
 };
 
-std::vector<WorkPtr> issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where,
-                           size_t param_count, const RunParams& params);
+// Issues the collective once and appends its Works (two for sendrecv) to `out`.
+void issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where, size_t param_count,
+           const RunParams& params, std::vector<WorkPtr>* out);
 
 // Whether the check mode can verify this run. Like nccl-tests, in-place sendrecv (one buffer
 // both sent from and received into while both are in flight) is timed but not checked.

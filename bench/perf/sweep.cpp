@@ -101,7 +101,9 @@ class Sweep {
       const Placement where =
           place(spec, row.shape, row.dtype, group_.rank(), o_.root, in_place, row.send_base, row.recv_base);
       const RunParams params{row.op, o_.root, o_.algorithm};
-      const IssueOnce issue_once = [&] { return issue(group_, spec, where, row.shape.param_count, params); };
+      const IssueOnce issue_once = [&](std::vector<WorkPtr>* out) {
+        issue(group_, spec, where, row.shape.param_count, params, out);
+      };
       if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
       std::vector<double> iteration_seconds;
       double seconds = time_iterations(group_, issue_once, o_.iters, o_.agg_iters, o_.blocking_mode,

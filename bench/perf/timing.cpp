@@ -5,8 +5,11 @@
 namespace kolo::perf {
 
 void run_and_wait(const IssueOnce& issue_once, int count) {
+  std::vector<WorkPtr> works;
   for (int i = 0; i < count; ++i) {
-    for (const WorkPtr& w : issue_once()) w->wait();
+    works.clear();
+    issue_once(&works);
+    for (const WorkPtr& w : works) w->wait();
   }
 }
 
@@ -14,17 +17,20 @@ double time_iterations(ProcessGroup& group, const IssueOnce& issue_once, int ite
                        std::vector<double>* iteration_seconds) {
   using Clock = std::chrono::steady_clock;
   group.barrier()->wait();
-  std::vector<WorkPtr> pending;
+  std::vector<WorkPtr> pending, works;
+  works.reserve(2);
+  if (mode == Blocking::none) pending.reserve(static_cast<size_t>(iters) * static_cast<size_t>(agg_iters) * 2);
   std::chrono::duration<double> untimed_excluded{0};  // -z 3: the operations only, barriers left out
   const auto start = Clock::now();
   for (int i = 0; i < iters; ++i) {
     const auto iteration_start = Clock::now();
     for (int a = 0; a < agg_iters; ++a) {
-      std::vector<WorkPtr> works = issue_once();
       if (mode == Blocking::none) {
-        pending.insert(pending.end(), works.begin(), works.end());
+        issue_once(&pending);
         continue;
       }
+      works.clear();
+      issue_once(&works);
       // nccl-tests' startColl: -z 1, 2 and 3 wait for each operation, -z 1 adds a barrier.
       for (const WorkPtr& w : works) w->wait();
       if (mode == Blocking::wait_barrier) group.barrier()->wait();
