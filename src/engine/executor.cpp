@@ -60,7 +60,7 @@ Executor::~Executor() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Executor::submit(Task t) {
+void Executor::submit(Task&& t) {
   bool notify;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -55,7 +55,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout);
   ~Executor() override;  // stops the thread; the caller shut down or aborted first
 
-  void submit(Task t);  // the executor must be owned by a shared_ptr (Works refer to it weakly)
+  // Takes the task by reference to move it once, into the queue. The executor must be owned by a
+  // shared_ptr (Works refer to it weakly).
+  void submit(Task&& t);
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
