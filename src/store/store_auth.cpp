@@ -1,29 +1,20 @@
 #include "store/store_auth.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "common/crypto.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::store_detail::auth {
 
-Key derive_key(const std::string& secret_text) {
-  Key out{};
-  SHA256(reinterpret_cast<const unsigned char*>(secret_text.data()), secret_text.size(), out.data());
-  return out;
-}
+static_assert(kKeyBytes == crypto::kDigestBytes && kMacBytes == crypto::kDigestBytes);
+
+Key derive_key(const std::string& secret_text) { return crypto::sha256(secret_text); }
 
 Nonce fresh_nonce() {
   Nonce n{};
-  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
-    throw Error("TCPStore authentication: no random bytes for a nonce (RAND_bytes failed)");
-  }
+  crypto::random_bytes(n.data(), n.size(), "TCPStore authentication: a nonce");
   return n;
 }
 
@@ -35,16 +26,10 @@ Mac prove(const Key& key, Role role, const Nonce& client_nonce, const Nonce& ser
   *p++ = static_cast<uint8_t>(role);
   p = std::copy(client_nonce.begin(), client_nonce.end(), p);
   std::copy(server_nonce.begin(), server_nonce.end(), p);
-  Mac mac{};
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), m, sizeof m, mac.data(), &len) == nullptr ||
-      len != mac.size()) {
-    throw Error("TCPStore authentication: HMAC-SHA256 failed");
-  }
-  return mac;
+  return crypto::hmac_sha256(key.data(), key.size(), m, sizeof m, "TCPStore authentication");
 }
 
-bool same(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool same(const Mac& a, const Mac& b) { return crypto::same_bytes(a.data(), b.data(), a.size()); }
 
 std::vector<uint8_t> client_hello(const Nonce& client_nonce) {
   std::vector<uint8_t> out;

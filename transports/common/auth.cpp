@@ -1,27 +1,20 @@
 #include "transports/common/auth.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
-
 #include <cstring>
 #include <vector>
 
+#include "common/crypto.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::transport::auth {
 
-Secret derive_secret(const std::string& text) {
-  Secret out{};
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), out.data());
-  return out;
-}
+static_assert(kSecretBytes == crypto::kDigestBytes && kMacBytes == crypto::kDigestBytes);
+
+Secret derive_secret(const std::string& text) { return crypto::sha256(text); }
 
 Nonce fresh_nonce() {
   Nonce n{};
-  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) throw Error("auth: no random bytes for a handshake nonce (RAND_bytes failed)");
+  crypto::random_bytes(n.data(), n.size(), "auth: a handshake nonce");
   return n;
 }
 
@@ -51,12 +44,7 @@ Mac prove(const Secret& secret, Role role, const Binding& b, const Nonce& connec
   put(m, b.world_size);
   m.insert(m.end(), connector_nonce.begin(), connector_nonce.end());
   m.insert(m.end(), acceptor_nonce.begin(), acceptor_nonce.end());
-  Mac mac{};
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), m.data(), m.size(), mac.data(), &len) == nullptr ||
-      len != mac.size())
-    throw Error("auth: HMAC-SHA256 failed");
-  return mac;
+  return crypto::hmac_sha256(secret.data(), secret.size(), m.data(), m.size(), "auth");
 }
 
 std::string to_hex(const Nonce& n) {
@@ -86,6 +74,6 @@ bool from_hex(const std::string& hex, Nonce* out) {
   return true;
 }
 
-bool same(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool same(const Mac& a, const Mac& b) { return crypto::same_bytes(a.data(), b.data(), a.size()); }
 
 }  // namespace kolo::transport::auth
