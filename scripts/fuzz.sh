@@ -26,7 +26,7 @@ CXX=${CXX:-clang++}
 version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.
        "-DKOLO_VERSION=\"$version\"")
-tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp transports/common/setup_text.cpp
+tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp src/common/crypto.cpp transports/common/setup_text.cpp
      transports/common/fd.cpp)
 engine=(transports/setup_failure.cpp transports/pair_base.cpp src/common/config.cpp src/common/log.cpp)
 build() {  # target, sources...
@@ -47,7 +47,7 @@ for t in "${targets[@]}"; do
                   transports/tcp/pending_pair.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp ;;
-    store) build store src/store/store_auth.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
+    store) build store src/store/store_auth.cpp src/common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
     options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
                kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
                bench/common/collective_specs.cpp src/launcher/options.cpp src/launcher/host_list.cpp ;;
