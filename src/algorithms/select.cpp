@@ -16,7 +16,9 @@
 // the call; the threshold rule's choice below is the incumbent and is kept unless another is
 // predicted at least 3 % faster, so the model only overrides it where it sees a clear win.
 // The threshold rule (KOLO_SELECT=threshold, and the incumbent):
-//   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree; above: ring
+//   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree (ring with two
+//                   ranks); above: ring
+// Two ranks on one host always take the rule's choice: the model's alpha does not fit them.
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
 //   broadcast       ring once the buffer is above KOLO_TREE_MAX_BYTES and spans at least
@@ -136,6 +138,9 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
   switch (args.kind) {
     case CollKind::allreduce:
       if (is_small) return named(args.kind, "rd");
+      // Two ranks: the double binary tree is one edge moving the same bytes as the ring, and
+      // the ring splits the reduction between the two (rd reduces all of it on both).
+      if (nranks == 2) return named(args.kind, "ring");
       return named(args.kind, bytes <= t.tree_max_bytes ? "tree" : "ring");
     case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
     case CollKind::allgather: return named(args.kind, is_small ? "rd" : "ring");
@@ -212,8 +217,13 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
     }
   }
   const Algorithm& rule = automatic(args, hosts, tunables);
-  // One rank: every algorithm is a local copy, nothing to predict.
+  // One rank: every algorithm is a local copy, nothing to predict. Two ranks on one host: the
+  // model's shared-memory alpha was fitted with more ranks than cores, where every message can
+  // wait for a rank to be scheduled; at two ranks it predicts 60 us for a 64 KiB rd all-reduce
+  // that takes 11 us here, and so would pick rd over the ring that is 1.1-1.6x faster from
+  // 16 KiB (docs/PERFORMANCE.md, issue 12). The rule decides there.
   if (!tunables.use_model || hosts.size() <= 1) return rule;
+  if (hosts.size() == 2 && hosts.num_hosts() == 1) return rule;
   return cheapest(args, hosts, tunables, rule);
 }
 

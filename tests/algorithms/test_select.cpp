@@ -40,7 +40,8 @@ class Select : public ::testing::Test {
   static std::string pick(CollKind kind, size_t bytes, int nranks, const std::string& requested = "") {
     return select_algorithm(args(kind, bytes, DataType::uint8), nranks, requested).name;
   }
-  static constexpr const char* kNames[] = {"KOLO_SMALL_BYTES", "KOLO_TREE_MAX_BYTES", "KOLO_CHUNK_BYTES", "KOLO_ALGO"};
+  static constexpr const char* kNames[] = {"KOLO_SMALL_BYTES", "KOLO_TREE_MAX_BYTES", "KOLO_CHUNK_BYTES", "KOLO_ALGO",
+                                           "KOLO_SELECT"};
   std::vector<std::optional<std::string>> saved_;
 };
 
@@ -52,6 +53,21 @@ TEST_F(Select, AutomaticAllreduceGoesRdThenTreeThenRing) {
   EXPECT_EQ(pick(CollKind::allreduce, 8193, 8), "ring");
   // Thresholds are in bytes, not elements.
   EXPECT_EQ(select_algorithm(args(CollKind::allreduce, 2048, DataType::float64), 8, "").name, std::string("ring"));
+}
+
+TEST_F(Select, TwoRanksTakeTheRingAboveSmallMessages) {
+  // The threshold rule: with two ranks the tree is one edge; the ring halves each rank's reduction.
+  EXPECT_EQ(pick(CollKind::allreduce, 1024, 2), "rd");
+  EXPECT_EQ(pick(CollKind::allreduce, 1025, 2), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, 4096, 3), "tree");
+  // And under the cost model, which two ranks on one host do not consult.
+  setenv("KOLO_SELECT", "model", 1);
+  unsetenv("KOLO_SMALL_BYTES");
+  unsetenv("KOLO_TREE_MAX_BYTES");
+  EXPECT_EQ(pick(CollKind::allreduce, 64 << 10, 2), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, 256 << 10, 2), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, 1024, 2), "rd");
+  unsetenv("KOLO_SELECT");
 }
 
 TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
