@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/config.hpp"
+#include "common/cpu_relax.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kolo/error.hpp"
 
@@ -158,14 +159,6 @@ bool EngineComm::test(algo::Req r) {
   if (req.state == Request::State::failed) raise(req);
   if (req.state == Request::State::pending && ctx_.has_failure()) raise_group_failure();
   return req.state == Request::State::done;
-}
-
-static inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 void EngineComm::wait(algo::Req r) {

@@ -1,7 +1,9 @@
 #include "engine/executor.hpp"
 
+#include <thread>
 #include <utility>
 
+#include "common/cpu_relax.hpp"
 #include "common/log.hpp"
 #include "common/config.hpp"
 #include "kolo/error.hpp"
@@ -24,6 +26,11 @@ struct RunningOperations {
   ~RunningOperations() { --running_operations; }
 };
 }  // namespace
+
+// The waiter's bound leaves the operation's own timeout time to end it (negative: no bound).
+static bool within(std::chrono::milliseconds wait_timeout, std::chrono::milliseconds op_timeout) {
+  return wait_timeout < std::chrono::milliseconds::zero() || wait_timeout >= op_timeout;
+}
 
 // Ranks of this group on this process's host (the group's own layout; a group of one host
 // when the bootstrap gave no identities).
@@ -71,7 +78,7 @@ void Executor::submit(Task&& t) {
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, t.submitted);
     if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
-    t.deferred = inline_enabled_ && !t.overlap && t.type == Task::Type::collective &&
+    t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
     // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
     if (!queue_.empty() && queue_.front().deferred && t.submitted >= queue_.front().submitted + inline_window_) {
@@ -117,15 +124,23 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
     const size_t k = find_queued(w);
-    if (k == SIZE_MAX) return false;  // running or done
-    // Only collectives, in issue order, and only if the waiter does not want to be released
-    // before the operations' own timeouts could end them.
+    if (k == SIZE_MAX) {
+      // Running or done, or a send or receive already posted (by an earlier inline run): with
+      // the engine thread idle, poll for it here rather than sleep until that thread does.
+      lk.unlock();
+      const Pending* p = run.owns_lock() ? find_pending(w) : nullptr;
+      if (!p || !within(wait_timeout, p->task.timeout)) return false;
+      RunningOperations mark;
+      drive_point_to_point(w);
+      return true;
+    }
+    // Only operations the caller may run (not the close), in issue order, and only if the
+    // waiter does not want to be released before the operations' own timeouts could end them.
     bool ok = run.owns_lock();
     for (size_t i = 0; ok && i <= k; ++i)
-      ok = queue_[i].type == Task::Type::collective &&
-           (wait_timeout < std::chrono::milliseconds::zero() || wait_timeout >= queue_[i].timeout);
+      ok = queue_[i].type != Task::Type::close && within(wait_timeout, queue_[i].timeout);
     if (!ok) {
       undefer_through(k);  // the waiter will sleep: the engine thread must run them now
       return false;
@@ -140,7 +155,80 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   for (Task& t : inline_batch_) run_task(t);
   inline_batch_.clear();  // keeps its capacity: the next inline run allocates nothing
   check_pending();
+  // A send or receive is posted now; the caller polls until it completes.
+  if (!WorkAccess::released(w)) drive_point_to_point(w);
   return true;
+}
+
+const Executor::Pending* Executor::find_pending(const Work& w) const {
+  for (const Pending& p : pending_)
+    if (p.task.work.get() == &w) return &p;
+  return nullptr;
+}
+
+// The waiter's run of a posted send or receive: the polling the engine thread would do, on the
+// waiting thread, which saves the hand-off to that thread and back (two wake-ups, and with
+// ranks outnumbering cores two context switches). Later sends and receives are posted as they
+// are issued, as the engine thread would post them: the peer may need one of them before it
+// answers the operation waited for (two ranks that each wait for their send before their
+// receive). A queued collective (or close) ends the run: the engine thread takes over, since
+// that may take longer than the waiter's bound, and the waiter sleeps until its operation ends.
+void Executor::drive_point_to_point(Work& w) {
+  // As EngineComm::wait: pure polls first, the clock read only once polls find nothing (and
+  // every kClockEvery polls while data moves, to bound the wait by the deadlines), then polls
+  // that yield the core for KOLO_SPIN_US, then sleeps in Context::block.
+  constexpr unsigned kClockEvery = 1024;
+  Clock::time_point spin_until{};
+  int idle_polls = 0;
+  unsigned polls = 0;
+  bool handed_over = false;
+  while (!WorkAccess::released(w)) {
+    if (queued_.load(std::memory_order_acquire) > 0 && !post_queued_point_to_point()) {
+      handed_over = true;
+      break;
+    }
+    const bool moved = ctx_->poll();
+    ++polls;
+    if (moved || ctx_->has_failure()) {
+      check_pending(polls % kClockEvery == 0 ? Clock::now() : Clock::time_point::min());
+      continue;
+    }
+    if (++idle_polls <= wait_.pure_spin_polls) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = Clock::now();
+    check_pending(now);  // deadlines
+    if (WorkAccess::released(w)) break;
+    if (spin_until == Clock::time_point{}) spin_until = now + wait_.spin;
+    if (now < spin_until) std::this_thread::yield();
+    else if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));  // wake() ends it: issue, abort
+  }
+  // What is still in flight (a send the peer has not read yet) or queued is the engine thread's.
+  if (handed_over || !pending_.empty()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!queue_.empty()) undefer_through(0);
+    ++wake_gen_;
+    cv_.notify_one();
+  }
+}
+
+// Posts the sends and receives at the queue's front; false if a collective (or the close) is
+// next, which the engine thread runs.
+bool Executor::post_queued_point_to_point() {
+  bool collective_next;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    while (!queue_.empty() && queue_.front().type == Task::Type::point_to_point) {
+      inline_batch_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_release);
+    }
+    collective_next = !queue_.empty();
+  }
+  for (Task& t : inline_batch_) run_task(t);
+  inline_batch_.clear();
+  return !collective_next;
 }
 
 void Executor::nudge(Work& w) {
@@ -467,7 +555,10 @@ Task Executor::retire_pending(size_t i) {
 
 void Executor::check_pending() {
   if (pending_.empty()) return;  // the usual case after a collective: no clock read
-  auto now = Clock::now();
+  check_pending(Clock::now());
+}
+
+void Executor::check_pending(Clock::time_point now) {
   for (size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
     Request& r = *p.req;

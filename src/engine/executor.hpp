@@ -9,6 +9,8 @@
 // collective is queued "deferred": the engine thread is not woken, and the caller's wait() runs
 // it itself (run_inline). If nobody comes for it within KOLO_INLINE_WINDOW_US (the caller wanted
 // overlap), the engine thread takes it and stops deferring; Options.overlap skips the deferral.
+// Sends and receives are deferred the same way: the waiter posts them and polls for the one it
+// waits for (drive_point_to_point), posting those issued meanwhile as the engine thread would.
 // run_mu_ makes sure only one thread at a time runs operations and touches the transports.
 #pragma once
 #include <condition_variable>
@@ -97,7 +99,12 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void sync_pending_count() { pending_n_.store(pending_.size(), std::memory_order_release); }
   void run_collective(Task& t);
   void post_point_to_point(Task& t);
-  void check_pending();
+  void check_pending();  // reads the clock when something is pending
+  // Finishes the completed and failed ones, and those whose deadline is before `now`.
+  void check_pending(std::chrono::steady_clock::time_point now);
+  const Pending* find_pending(const Work& w) const;  // run_mu_ held
+  void drive_point_to_point(Work& w);                 // run_mu_ held
+  bool post_queued_point_to_point();                  // run_mu_ held
   void fail_group(const std::string& reason, int culprit, ErrorKind kind);
   void fail_group(const std::exception& e, const GroupInfo& g);  // e names ranks of g
   std::exception_ptr not_run_error(const Task& t) const;

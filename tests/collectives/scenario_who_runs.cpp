@@ -6,9 +6,15 @@
 //  - three collectives issued back to back and only the last one waited for all complete, in
 //    issue order, with the right results;
 //  - an Options.overlap collective polled with is_completed() completes;
-//  - a long run of issue-then-wait allreduces gives the right result every time.
+//  - a long run of issue-then-wait allreduces gives the right result every time;
+//  - sends and receives, which a waiting caller also runs itself: every rank sends to the next
+//    and receives from the previous, waiting for its send first, at a size the shared-memory
+//    transport hands over only when the receiver reads it (the waiter must post the receive
+//    issued after the send it waits for, or both ranks wait forever); and a receive waited for
+//    on one thread while another thread issues the send that the peer needs first.
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -104,6 +110,62 @@ void many_issue_then_wait(ProcessGroup& g, CheckLog& log) {
   log.expect(wrong == 0, std::to_string(wrong) + " wrong elements in 2000 issue-then-wait allreduces");
 }
 
+// A deadlock must fail the test rather than hang it: these operations carry a short timeout.
+constexpr std::chrono::milliseconds kP2pTimeout{20000};
+
+void send_waited_before_receive(ProcessGroup& g, CheckLog& log, size_t count) {
+  log.begin_case("send to the next rank waited for before the receive from the previous, " + std::to_string(count * 4) + " bytes");
+  const int world = g.size(), me = g.rank();
+  const int next = (me + 1) % world, prev = (me + world - 1) % world;
+  for (int round = 0; round < 3; ++round) {
+    auto out = make_input(me, count, 300 + round);
+    std::vector<int32_t> in(count, -1);
+    SendOptions so;
+    so.timeout = kP2pTimeout;
+    RecvOptions ro;
+    ro.timeout = kP2pTimeout;
+    WorkPtr s = g.send(Buffer(out.data(), out.size()), next, so);
+    WorkPtr r = g.recv(Buffer(in.data(), in.size()), prev, ro);
+    s->wait();
+    r->wait();
+    log.expect_elements("received", DataType::int32, in.data(), in.size(),
+                        [&](size_t k) { return static_cast<long double>(input(prev, k, 300 + round)); });
+  }
+}
+
+void receive_waited_while_another_thread_sends(ProcessGroup& g, CheckLog& log) {
+  log.begin_case("a receive waited on one thread while another issues the send its peer needs first");
+  if (g.rank() > 1) return;
+  const int peer = 1 - g.rank();
+  SendOptions so;
+  so.timeout = kP2pTimeout;
+  RecvOptions ro;
+  ro.timeout = kP2pTimeout;
+  auto out = make_input(g.rank(), 515, 400);
+  std::vector<int32_t> in(515, -1);
+  if (g.rank() == 0) {
+    // The receive waits on its own thread; the send that rank 1 waits for before it answers is
+    // issued afterwards, on this thread.
+    std::exception_ptr err;
+    std::thread receiver([&] {
+      try {
+        g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
+      } catch (...) {
+        err = std::current_exception();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    g.send(Buffer(out.data(), out.size()), peer, so)->wait();
+    receiver.join();
+    if (err) std::rethrow_exception(err);
+  } else {
+    g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
+    g.send(Buffer(out.data(), out.size()), peer, so)->wait();
+  }
+  log.expect_elements("received", DataType::int32, in.data(), in.size(),
+                      [&](size_t k) { return static_cast<long double>(input(peer, k, 400)); });
+}
+
 }  // namespace
 
 void scenario_who_runs(WorkerContext& ctx) {
@@ -112,6 +174,11 @@ void scenario_who_runs(WorkerContext& ctx) {
   back_to_back_then_wait_last(g, ctx.log);
   overlap_option_polled(g, ctx.log);
   many_issue_then_wait(g, ctx.log);
+  if (g.size() > 1) {
+    send_waited_before_receive(g, ctx.log, 3);
+    send_waited_before_receive(g, ctx.log, (size_t{2} << 20) + 1);  // 8 MiB + 4: read by the receiver
+    receive_waited_while_another_thread_sends(g, ctx.log);
+  }
   ctx.log.end_case();
 }
 
