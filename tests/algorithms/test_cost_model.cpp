@@ -81,8 +81,12 @@ TEST(CostModel, OtherCollectivesMatchHandComputations) {
               1e-12);
   // broadcast binomial, P=4: the root sends the 4 MiB twice
   EXPECT_NEAR(predict(CollKind::broadcast, "tree", 4 * mib, shape(1, 4)), 2 * (1e-6 + 4 * mib * 1e-9), 1e-12);
-  // gather binomial, P=8, blocks of 1000 B: 3 messages, 7 blocks through the root
-  EXPECT_NEAR(predict(CollKind::gather, "tree", 1000, shape(1, 8)), 3e-6 + 7000e-9, 1e-12);
+  // gather binomial, P=8 on one host, blocks of 1000 B: 3 messages, and the blocks move as
+  // often as their ranks are deep in the tree (1+1+2+1+2+2+3 = 12 block moves, all through the
+  // host's memory); across 8 hosts, 7 blocks through the root
+  EXPECT_NEAR(predict(CollKind::gather, "tree", 1000, shape(1, 8)), 3e-6 + 12000e-9, 1e-12);
+  EXPECT_NEAR(predict(CollKind::scatter, "tree", 1000, shape(1, 8)), 3e-6 + 12000e-9, 1e-12);
+  EXPECT_NEAR(predict(CollKind::gather, "tree", 1000, shape(8, 1)), 30e-6 + 70000e-9, 1e-12);
   EXPECT_NEAR(predict(CollKind::gather, "direct", 1000, shape(1, 8)), 7e-6 + 7000e-9, 1e-12);
   // reduce-scatter ring, P=4, blocks of 1000 B: 3 steps of (1us + 1000*1ns + 1000*0.5ns)
   EXPECT_NEAR(predict(CollKind::reduce_scatter, "ring", 1000, shape(1, 4)), 3 * 2.5e-6, 1e-12);
@@ -189,6 +193,16 @@ TEST_F(ModelSelect, OneHostTakesRdForSmallAndRingForLarge) {
   EXPECT_EQ(pick(CollKind::allgather, 8, one_host), "rd");
   EXPECT_EQ(pick(CollKind::allgather, 8 << 20, one_host), "ring");
   EXPECT_EQ(pick(CollKind::broadcast, 64 << 20, one_host), "ring");
+}
+
+// Measured at 4 ranks on 2 cores (docs/PERFORMANCE.md): the binomial tree's store-and-forward
+// copies lose to direct from 32 KiB blocks; small blocks keep the tree's fewer messages.
+TEST_F(ModelSelect, OneHostGatherAndScatterGoDirectForLargeBlocks) {
+  const std::vector<int> one_host(4, 0);
+  for (CollKind k : {CollKind::gather, CollKind::scatter}) {
+    EXPECT_EQ(pick(k, 1024, one_host), "tree");
+    EXPECT_EQ(pick(k, 512 << 10, one_host), "direct");
+  }
 }
 
 TEST_F(ModelSelect, AcrossHostsLargeGoesHierSmallStaysFlat) {
