@@ -16,7 +16,7 @@ namespace kolo::config {
 const std::vector<Tunable>& tunables() {
   static const std::vector<Tunable> table = {
       // Errors and debugging
-      {"KOLO_TIMEOUT", "300", "Default timeout of every collective and of connection setup, in seconds (fractions allowed)."},
+      {"KOLO_TIMEOUT", "300", "Default timeout of every collective and of connection setup, in seconds (fractions allowed). A collective's counts from the first time it has to wait for a peer (its first clock read), a send's or receive's from the first check while it is in flight."},
       {"KOLO_BLAME_GRACE", "1000", "Grace period of the blame chain, in milliseconds (at most half the timeout): a rank whose wait times out publishes in the group's store whom it waited for, then follows the other timed-out ranks' entries to the first rank that publishes nothing within this time, and names that one. 0: off (name the rank waited for at once)."},
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
       {"KOLO_DEBUG_SUBSYS", "ALL", "Subsystems whose INFO/DEBUG/TRACE lines show, as NCCL_DEBUG_SUBSYS: a comma list of INIT, COLL, P2P, NET, SHM, IB, STORE, ENV, ALL; a leading ^ excludes them instead (^NET,SHM). Errors and warnings always show."},

@@ -18,15 +18,14 @@ using transport::Request;
 using Clock = std::chrono::steady_clock;
 
 EngineComm::EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group,
-                       const algo::CollArgs& args, const Stamp& stamp, Clock::time_point deadline,
-                       std::chrono::milliseconds timeout, size_t chunk_bytes, const WaitPolicy& wait)
+                       const algo::CollArgs& args, const Stamp& stamp, std::chrono::milliseconds timeout,
+                       size_t chunk_bytes, const WaitPolicy& wait)
     : ctx_(ctx),
       scratch_(scratch),
       group_(group),
       args_(args),
       stamp_(stamp),
       tag_(encode(stamp)),
-      deadline_(deadline),
       timeout_(timeout),
       chunk_bytes_(chunk_bytes),
       wait_(wait),
@@ -111,7 +110,7 @@ void EngineComm::wait_for_arrival() {
     return;
   }
   const auto now = Clock::now();
-  if (now >= deadline_) {
+  if (now >= deadline(now)) {
     throw TimeoutError("kolo: " + where() + " timed out after " + seconds_text(timeout_) +
                        " s: no rank sent this rank a message with tag " +
                        std::to_string(args_.tag) + " (a receive of " + std::to_string(args_.bytes()) +
@@ -186,7 +185,7 @@ void EngineComm::wait(algo::Req r) {
       continue;
     }
     const auto now = Clock::now();
-    if (now >= deadline_) raise_timeout(where(), timeout_, req, waits_.collective, waits_.seq, group_);
+    if (now >= deadline(now)) raise_timeout(where(), timeout_, req, waits_.collective, waits_.seq, group_);
     if (moved) continue;
     if (spin_until == Clock::time_point{}) spin_until = now + wait_.spin;
     if (now >= spin_until) {

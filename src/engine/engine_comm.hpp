@@ -64,9 +64,10 @@ class EngineComm final : public algo::Comm {
  public:
   // `reqs` is reset: the previous collective's requests must be finished (done, or failed by
   // the abort that followed its failure).
+  // The collective's `timeout` counts from the first time it reads the clock: when a wait first
+  // finds nothing to do for a while (a collective that never waits costs no clock read).
   EngineComm(Context& ctx, Scratch& scratch, RequestArena& reqs, BumpArena& temp, const GroupInfo& group, const algo::CollArgs& args,
-             const Stamp& stamp, std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
-             size_t chunk_bytes, const WaitPolicy& wait);
+             const Stamp& stamp, std::chrono::milliseconds timeout, size_t chunk_bytes, const WaitPolicy& wait);
 
   int rank() const override { return group_.rank; }
   int size() const override { return group_.size; }
@@ -109,7 +110,12 @@ class EngineComm final : public algo::Comm {
   algo::CollArgs args_;
   Stamp stamp_;
   transport::Tag tag_;
-  std::chrono::steady_clock::time_point deadline_;
+  // Set at the first clock read (deadline()).
+  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point deadline(std::chrono::steady_clock::time_point now) {
+    if (deadline_ == std::chrono::steady_clock::time_point{}) deadline_ = now + timeout_;
+    return deadline_;
+  }
   std::chrono::milliseconds timeout_;
   size_t chunk_bytes_;
   WaitPolicy wait_;

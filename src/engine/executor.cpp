@@ -72,19 +72,15 @@ void Executor::submit(Task&& t) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
-    t.submitted = Clock::now();
     t.ticket = next_ticket_++;
     if (t.type != Task::Type::close)
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
-                         t.args.bytes(), t.args.root, t.submitted);
+                         t.args.bytes(), t.args.root);
     if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
+    // No clock is read here: whether a deferred operation waited too long for its caller is the
+    // engine thread's to judge (due()).
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
-    // A deferred operation nobody came for: the caller overlaps, the engine thread takes over.
-    if (!queue_.empty() && queue_.front().deferred && t.submitted >= queue_.front().submitted + inline_window_) {
-      for (size_t i = 0; i < queue_.size(); ++i) queue_[i].deferred = false;
-      t.deferred = false;
-    }
     notify = !t.deferred;
     queue_.push_back(std::move(t));
     queued_.fetch_add(1, std::memory_order_release);
@@ -329,12 +325,15 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
     Clock::time_point until;
     if (!queue_.empty()) {
       Task& f = queue_.front();
-      const bool young = f.deferred && Clock::now() < f.submitted + engine_window();
+      const auto now = f.deferred ? Clock::now() : Clock::time_point{};
+      const bool young = f.deferred && now < due(f, now);
       if (!young) {
-        // A deferred operation nobody came for: the caller overlaps; stop deferring.
+        // A deferred operation nobody came for: the caller overlaps; stop deferring, and take
+        // what it queued behind it without waiting out a window for each.
         if (f.deferred) {
           predict_inline_.store(false, std::memory_order_relaxed);
           window_stretch_ = 1;
+          for (size_t i = 1; i < queue_.size(); ++i) queue_[i].deferred = false;
         }
         *out = std::move(f);
         queue_.pop_front();
@@ -342,7 +341,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
         return true;
       }
       if (attention) return false;
-      until = f.submitted + engine_window();
+      until = due(f, now);
     } else {
       if (attention) return false;
       until = Clock::now() + kIdleCheck;
@@ -370,14 +369,25 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
           continue;
         }
         const Task& f = queue_.front();
-        if (!f.deferred || now >= f.submitted + engine_window()) break;  // due: take it
+        if (!f.deferred || now >= due(f, now)) break;  // due: take it
         waited_ticket = f.ticket;
-        until = f.submitted + engine_window();  // a later operation, still left for its caller
+        until = due(f, now);  // a later operation, still left for its caller
       }
     }
     run.lock();
     lk.lock();
   }
+}
+
+Clock::time_point Executor::due(const Task& f, Clock::time_point now) {
+  // A window from when this thread first saw the operation at the queue's front: callers read
+  // no clock when they issue, and one that came later than that window would come later than
+  // the window from its issue too.
+  if (f.ticket != front_seen_ticket_) {
+    front_seen_ticket_ = f.ticket;
+    front_seen_at_ = now;
+  }
+  return front_seen_at_ + engine_window();
 }
 
 void Executor::run_task(Task& t) {
@@ -472,11 +482,10 @@ void Executor::loop() {
 }
 
 void Executor::run_collective(Task& t) {
-  auto start = Clock::now();
   const GroupInfo& g = info(t);
-  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, start + t.timeout, t.timeout, chunk_bytes_, wait_);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
   const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
-  fr_->started(t.fr, start, transport);
+  fr_->started(t.fr, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
   if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(recv_counters(info(t)));  // recv "any"
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
@@ -515,9 +524,7 @@ void Executor::post_point_to_point(Task& t) {
   const GroupInfo& g = info(t);
   if (t.args.kind == algo::CollKind::recv) t.stamp.seq = recv_counters(g)[t.args.root]++;
   const int peer = g.to_ctx(t.args.root);
-  const auto now = Clock::now();
-  const auto deadline = now + t.timeout;
-  fr_->started(t.fr, now, ctx_->transport_name(peer));
+  fr_->started(t.fr, ctx_->transport_name(peer));
   std::unique_ptr<Request> req;
   if (spare_reqs_.empty()) {
     req = std::make_unique<Request>();
@@ -532,7 +539,8 @@ void Executor::post_point_to_point(Task& t) {
   void* buf = t.args.recv;
   const void* data = t.args.send;
   // Queued before it is posted: a post may complete at once, and check_pending must find it.
-  pending_.push_back(Pending{std::move(t), std::move(req), deadline});
+  // No deadline yet: the first look at the clock while it is pending sets it (check_pending).
+  pending_.push_back(Pending{std::move(t), std::move(req), Clock::time_point{}});
   sync_pending_count();
   if (send) ctx_->pair(peer).post_send(data, bytes, tag, r);
   else ctx_->pair(peer).post_recv(buf, bytes, tag, r);
@@ -559,16 +567,21 @@ void Executor::check_pending() {
 }
 
 void Executor::check_pending(Clock::time_point now) {
+  const bool clock_read = now != Clock::time_point::min();
   for (size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
     Request& r = *p.req;
+    // Its timeout counts from the first time the clock was read while it was pending (a send
+    // or receive that completes at once costs no clock read).
+    if (clock_read && p.deadline == Clock::time_point{}) p.deadline = now + p.task.timeout;
     if (r.state == Request::State::done) {
       Task t = retire_pending(i);
       fr_->finished(t.fr, true);
       WorkAccess::finish(*t.work, nullptr);
       continue;
     }
-    if (r.state == Request::State::failed || now >= p.deadline || ctx_->has_failure()) {
+    const bool overdue = clock_read && now >= p.deadline;
+    if (r.state == Request::State::failed || overdue || ctx_->has_failure()) {
       std::exception_ptr err;
       try {
         const GroupInfo& g = info(p);

@@ -45,7 +45,6 @@ struct Task {
   bool overlap = false;   // Options.overlap: start on the engine thread at once
   bool deferred = false;  // left for the waiting caller to run (see above)
   uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
-  std::chrono::steady_clock::time_point submitted;
   FlightEntry* fr = nullptr;  // its slot in the flight recorder (null when that is off)
   // The group it belongs to when that is a subgroup sharing this executor's connections
   // (ProcessGroup::split with share_connections); null for the executor's own group.
@@ -128,6 +127,10 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   static constexpr unsigned kMaxStretch = 64;
   unsigned window_stretch_ = 1;
   std::chrono::microseconds engine_window() const { return inline_window_ * window_stretch_; }
+  // When the engine thread takes the deferred operation `f` at the queue's front (under mu_).
+  std::chrono::steady_clock::time_point due(const Task& f, std::chrono::steady_clock::time_point now);
+  uint64_t front_seen_ticket_ = UINT64_MAX;
+  std::chrono::steady_clock::time_point front_seen_at_;
   std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
 
   std::mutex run_mu_;  // held by whichever thread runs operations or polls the transports

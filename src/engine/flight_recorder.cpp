@@ -155,8 +155,7 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
   return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
 }
 
-FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                                    Clock::time_point issued) {
+FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root) {
   if (ring_.empty()) return nullptr;
   FlightEntry& e = ring_[next_.fetch_add(1, std::memory_order_relaxed) % ring_.size()];
   e.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being rewritten
@@ -165,37 +164,36 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   e.algorithm = algorithm;
   e.bytes = bytes;
   e.root = root;
-  e.issued_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(issued.time_since_epoch()).count();
+  e.issued = ticks_now();
   e.state.store(FlightEntry::queued, std::memory_order_relaxed);
   e.waiting_on.store(-1, std::memory_order_relaxed);
-  e.started_ns.store(0, std::memory_order_relaxed);
-  e.finished_ns.store(0, std::memory_order_relaxed);
+  e.started.store(0, std::memory_order_relaxed);
+  e.finished.store(0, std::memory_order_relaxed);
   e.transport.store("", std::memory_order_relaxed);
   e.version.fetch_add(1, std::memory_order_release);
   return &e;
 }
 
-void FlightRecorder::started(FlightEntry* e, Clock::time_point when, const char* transport) {
+void FlightRecorder::started(FlightEntry* e, const char* transport) {
   if (!e) return;
-  e->started_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count(),
-                      std::memory_order_relaxed);
+  e->started.store(ticks_now(), std::memory_order_relaxed);
   e->transport.store(transport, std::memory_order_relaxed);
   e->state.store(FlightEntry::running, std::memory_order_release);
 }
 
 void FlightRecorder::finished(FlightEntry* e, bool ok) {
   if (!e) return;
-  e->finished_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
-                       std::memory_order_relaxed);
+  e->finished.store(ticks_now(), std::memory_order_relaxed);
   e->state.store(ok ? FlightEntry::done : FlightEntry::failed, std::memory_order_release);
   if (!trace_path_.empty()) trace_event(*e);
 }
 
 void FlightRecorder::trace_event(const FlightEntry& e) {
-  const int64_t start = e.started_ns.load() ? e.started_ns.load() : e.issued_ns;
+  const int64_t started = scale_.to_ns(e.started.load()), finished = scale_.to_ns(e.finished.load());
+  const int64_t start = started ? started : scale_.to_ns(e.issued);
   std::ostringstream ev;
   ev << "{\"name\":" << json_string(std::string(e.op) + " #" + std::to_string(e.seq)) << ",\"cat\":\"kolo\",\"ph\":\"X\""
-     << ",\"ts\":" << (start + wall_offset_ns_) / 1000 << ",\"dur\":" << std::max<int64_t>(0, e.finished_ns.load() - start) / 1000
+     << ",\"ts\":" << (start + wall_offset_ns_) / 1000 << ",\"dur\":" << std::max<int64_t>(0, finished - start) / 1000
      << ",\"pid\":" << rank_ << ",\"tid\":" << json_string(group_) << ",\"args\":{\"bytes\":" << e.bytes
      << ",\"algorithm\":" << json_string(e.algorithm) << ",\"transport\":" << json_string(e.transport.load())
      << ",\"state\":\"" << state_name(e.state.load()) << "\"}}";
@@ -211,7 +209,7 @@ std::vector<FlightRecorder::Snapshot> FlightRecorder::snapshot() const {
     const FlightEntry& e = ring_[i % ring_.size()];
     const uint64_t v1 = e.version.load(std::memory_order_acquire);
     Snapshot s{e.seq, e.op, e.algorithm, e.transport.load(), e.bytes, e.root, e.state.load(), e.waiting_on.load(),
-               e.issued_ns, e.started_ns.load(), e.finished_ns.load()};
+               scale_.to_ns(e.issued), scale_.to_ns(e.started.load()), scale_.to_ns(e.finished.load())};
     if ((v1 & 1) || e.version.load(std::memory_order_acquire) != v1) continue;  // rewritten meanwhile
     out.push_back(std::move(s));
   }

@@ -5,9 +5,10 @@
 // which rank is behind, in which collective. With KOLO_TRACE=file it also writes a Chrome trace
 // (Perfetto) of every operation when the group ends.
 //
-// Cost on the hot path (KOLO_FR_SIZE > 0): no allocation, no lock; per operation a slot write at
-// issue (with the issue time the executor reads anyway), a start and a finish mark, and one extra
-// steady-clock read at the finish. The waited-for peer is written only on a wait's slow path.
+// Cost on the hot path (KOLO_FR_SIZE > 0): no allocation, no lock, no clock read; per operation a
+// slot write at issue, a start and a finish mark, each with a time-stamp counter read (ticks.hpp),
+// turned into times only when the ring is dumped. The waited-for peer is written only on a
+// wait's slow path.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/ticks.hpp"
 
 namespace kolo::engine {
 
@@ -28,12 +31,12 @@ struct FlightEntry {
   const char* algorithm = "";
   uint64_t bytes = 0;
   int root = -1;
-  int64_t issued_ns = 0;       // steady clock
+  uint64_t issued = 0;         // ticks (common/ticks.hpp)
   // Updated as the operation moves.
   std::atomic<int> state{queued};
   std::atomic<int> waiting_on{-1};
-  std::atomic<int64_t> started_ns{0};
-  std::atomic<int64_t> finished_ns{0};
+  std::atomic<uint64_t> started{0};   // ticks; 0: not yet
+  std::atomic<uint64_t> finished{0};
   std::atomic<const char*> transport{""};
 };
 
@@ -46,9 +49,9 @@ class FlightRecorder {
   ~FlightRecorder();  // writes the Chrome trace when KOLO_TRACE is set
   static std::unique_ptr<FlightRecorder> from_config(int rank, int size, const std::string& group);
 
-  FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                      Clock::time_point issued);
-  void started(FlightEntry* e, Clock::time_point when, const char* transport);
+  // Each marks the time itself (ticks_now()).
+  FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root);
+  void started(FlightEntry* e, const char* transport);
   void finished(FlightEntry* e, bool ok);
 
   // The ring as JSON / text, oldest first; `reason` says why it was dumped.
@@ -69,6 +72,7 @@ class FlightRecorder {
   void trace_event(const FlightEntry& e);
 
   std::vector<FlightEntry> ring_;
+  TickScale scale_;  // the entries' ticks as steady-clock times
   std::atomic<uint64_t> next_{0};
   int rank_, size_;
   std::string group_;
