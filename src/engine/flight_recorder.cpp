@@ -157,8 +157,13 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
 
 FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root) {
   if (ring_.empty()) return nullptr;
-  FlightEntry& e = ring_[next_.fetch_add(1, std::memory_order_relaxed) % ring_.size()];
-  e.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being rewritten
+  // One writer: the executor calls this under its queue lock, so plain loads and stores do
+  // (no locked read-modify-write on every issue); the dumper, another thread, only reads.
+  const uint64_t n = next_.load(std::memory_order_relaxed);
+  FlightEntry& e = ring_[n % ring_.size()];
+  const uint64_t v = e.version.load(std::memory_order_relaxed);
+  e.version.store(v + 1, std::memory_order_relaxed);  // odd: being rewritten
+  std::atomic_thread_fence(std::memory_order_release);  // the odd version before the fields
   e.seq = seq;
   e.op = op;
   e.algorithm = algorithm;
@@ -170,7 +175,8 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   e.started.store(0, std::memory_order_relaxed);
   e.finished.store(0, std::memory_order_relaxed);
   e.transport.store("", std::memory_order_relaxed);
-  e.version.fetch_add(1, std::memory_order_release);
+  e.version.store(v + 2, std::memory_order_release);
+  next_.store(n + 1, std::memory_order_release);
   return &e;
 }
 

@@ -49,7 +49,8 @@ class FlightRecorder {
   ~FlightRecorder();  // writes the Chrome trace when KOLO_TRACE is set
   static std::unique_ptr<FlightRecorder> from_config(int rank, int size, const std::string& group);
 
-  // Each marks the time itself (ticks_now()).
+  // Each marks the time itself (ticks_now()). record() has one caller at a time (the executor,
+  // under its queue lock).
   FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root);
   void started(FlightEntry* e, const char* transport);
   void finished(FlightEntry* e, bool ok);
