@@ -28,9 +28,15 @@ class RingQueue {
   void clear() {
     while (size_ > 0) pop_front();
   }
-  // Leaves a moved-from T behind (its members' capacity is reused by the next push).
+  // Resets the front's slot (releasing what it holds) and drops it.
   void pop_front() {
     slots_[head_] = T{};
+    pop_moved_front();
+  }
+  // Drops a front that the caller has moved out: its slot keeps the moved-from T (which holds
+  // nothing) until a later push overwrites it. Saves building and assigning an empty T, which
+  // for the executor's 184-byte task was a `rep stos` and a store stall on every collective.
+  void pop_moved_front() {
     head_ = (head_ + 1) % slots_.size();
     --size_;
   }

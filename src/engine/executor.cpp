@@ -143,7 +143,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     }
     for (size_t i = 0; i <= k; ++i) {
       inline_batch_.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      queue_.pop_moved_front();
     }
     queued_.fetch_sub(static_cast<int>(k + 1), std::memory_order_release);
   }
@@ -217,7 +217,7 @@ bool Executor::post_queued_point_to_point() {
     std::lock_guard<std::mutex> lk(mu_);
     while (!queue_.empty() && queue_.front().type == Task::Type::point_to_point) {
       inline_batch_.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      queue_.pop_moved_front();
       queued_.fetch_sub(1, std::memory_order_release);
     }
     collective_next = !queue_.empty();
@@ -336,7 +336,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
           for (size_t i = 1; i < queue_.size(); ++i) queue_[i].deferred = false;
         }
         *out = std::move(f);
-        queue_.pop_front();
+        queue_.pop_moved_front();
         queued_.fetch_sub(1, std::memory_order_release);
         return true;
       }
