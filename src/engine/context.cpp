@@ -36,10 +36,18 @@ bool Context::poll() {
   return moved;
 }
 
-void Context::block(std::chrono::microseconds max_wait) {
+void Context::block(std::chrono::microseconds max_wait, uint64_t key) {
   bool moved = false;
   for (auto& d : devices_) moved |= d->prepare_sleep();
   if (moved) return;  // something arrived while the devices armed: the caller polls again
+  // Announce the sleep, then look at the event count: wake_sleeper() counts first and looks at
+  // blocked_ second, so either it sees us (and writes the descriptor) or we see its count.
+  blocked_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{blocked_};
+  if (key != kNoKey && wake_epoch_.load(std::memory_order_seq_cst) != key) return;
   pollfd fds[8];
   nfds_t n = 0;
   bool all_fds = true;

@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,10 +39,22 @@ class Context final : public transport::FailureSink {
 
   // Non-blocking: moves what can move on every device; true if anything changed.
   bool poll();
-  // Sleeps until a device may have work, wake() is called, or `max_wait` passes.
-  void block(std::chrono::microseconds max_wait);
+  // Sleeps until a device may have work, wake() is called, or `max_wait` passes. With a `key`
+  // from wake_key(), also returns at once if wake_sleeper() was called since the key was taken
+  // (an event count: take the key, look for work, then block with it, and no wake-up is lost).
+  static constexpr uint64_t kNoKey = UINT64_MAX;
+  void block(std::chrono::microseconds max_wait, uint64_t key = kNoKey);
+  uint64_t wake_key() const { return wake_epoch_.load(std::memory_order_seq_cst); }
   // Thread-safe: interrupts block().
   void wake();
+  // Thread-safe: counts a wake-up for block()'s key, and pays for the system call that
+  // interrupts a sleep only when a thread is in block(). Queueing an operation for a busy
+  // engine thread wrote the wake-up descriptor every time: a system call per overlapped
+  // collective.
+  void wake_sleeper() {
+    wake_epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (blocked_.load(std::memory_order_seq_cst) > 0) wake();
+  }
 
   // FailureSink: records the first failure; waits check has_failure().
   void peer_failed(int peer, transport::Failure why, const std::string& detail) override;
@@ -64,6 +77,8 @@ class Context final : public transport::FailureSink {
   std::vector<std::unique_ptr<transport::Device>> devices_;
   std::vector<transport::Device*> by_peer_;
   transport::Fd wake_fd_;
+  std::atomic<uint64_t> wake_epoch_{0};  // wake_sleeper() calls
+  std::atomic<int> blocked_{0};          // threads in block()
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;
   PeerFailure failure_;

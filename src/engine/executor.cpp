@@ -88,7 +88,7 @@ void Executor::submit(Task&& t) {
   }
   if (notify) {
     cv_.notify_one();
-    ctx_->wake();
+    ctx_->wake_sleeper();
   }
 }
 
@@ -108,7 +108,7 @@ void Executor::undefer_through(size_t k) {
   if (!any) return;
   ++wake_gen_;
   cv_.notify_one();
-  ctx_->wake();
+  ctx_->wake_sleeper();
 }
 
 bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
@@ -179,7 +179,8 @@ void Executor::drive_point_to_point(Work& w) {
   unsigned polls = 0;
   bool handed_over = false;
   while (!WorkAccess::released(w)) {
-    if (queued_.load(std::memory_order_acquire) > 0 && !post_queued_point_to_point()) {
+    const uint64_t key = ctx_->wake_key();  // before the look at the queue: see Context::block
+    if (queued_.load(std::memory_order_seq_cst) > 0 && !post_queued_point_to_point()) {
       handed_over = true;
       break;
     }
@@ -198,7 +199,7 @@ void Executor::drive_point_to_point(Work& w) {
     if (WorkAccess::released(w)) break;
     if (spin_until == Clock::time_point{}) spin_until = now + wait_.spin;
     if (now < spin_until) std::this_thread::yield();
-    else if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));  // wake() ends it: issue, abort
+    else if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000), key);  // an issue or abort ends it
   }
   // What is still in flight (a send the peer has not read yet) or queued is the engine thread's.
   if (handed_over || !pending_.empty()) {
@@ -410,6 +411,7 @@ void Executor::loop() {
     run.unlock();
     wait_for_work();
     run.lock();
+    const uint64_t key = ctx_->wake_key();  // before take_next looks at the queue
     if (!take_next(run, &t)) {
       // Idle but point-to-point operations are in flight, or a failure needs handling.
       if (ctx_->has_failure() && !failed_) {
@@ -425,7 +427,7 @@ void Executor::loop() {
         }
         continue;
       }
-      if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000));
+      if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000), key);
       check_pending();
       continue;
     }
