@@ -11,8 +11,15 @@ enum class DataType : uint8_t {
 };
 constexpr int kNumDataTypes = 10;
 
-// Size of one element in bytes; throws InvalidArgument for an unknown value.
-size_t dtype_size(DataType t);
+[[noreturn]] void throw_unknown_dtype(DataType t);  // InvalidArgument naming the value
+// Size of one element in bytes; throws InvalidArgument for an unknown value. Inline: every
+// collective asks for it several times (validation, stamping, the algorithm's offsets).
+inline size_t dtype_size(DataType t) {
+  constexpr unsigned char kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};  // enum order
+  const auto i = static_cast<unsigned>(t);
+  if (i >= kNumDataTypes) throw_unknown_dtype(t);
+  return kSizes[i];
+}
 const char* dtype_name(DataType t);
 // Parses "float32", "f32", "float", "half", "bf16", "int8", ... ; throws on unknown names.
 DataType parse_dtype(const std::string& name);

@@ -13,14 +13,14 @@ namespace {
 
 struct DataTypeInfo {
   const char* name;
-  size_t size;
   bool floating;
 };
 
+// Sizes are in kolo/types.hpp (dtype_size, inline).
 constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
-    {"int8", 1, false},    {"uint8", 1, false},    {"int32", 4, false},   {"uint32", 4, false},
-    {"int64", 8, false},   {"uint64", 8, false},   {"float16", 2, true},  {"bfloat16", 2, true},
-    {"float32", 4, true},  {"float64", 8, true},
+    {"int8", false},    {"uint8", false},    {"int32", false},   {"uint32", false},
+    {"int64", false},   {"uint64", false},   {"float16", true},  {"bfloat16", true},
+    {"float32", true},  {"float64", true},
 };
 
 constexpr const char* kReduceNames[kNumReduceKinds] = {"sum", "prod", "min", "max", "avg",
@@ -28,7 +28,7 @@ constexpr const char* kReduceNames[kNumReduceKinds] = {"sum", "prod", "min", "ma
 
 const DataTypeInfo& info(DataType t) {
   const auto index = static_cast<unsigned>(t);
-  if (index >= kNumDataTypes) throw InvalidArgument("unknown data type value " + std::to_string(index));
+  if (index >= kNumDataTypes) throw_unknown_dtype(t);
   return kDataTypes[index];
 }
 
@@ -60,7 +60,9 @@ constexpr Alias kDataTypeAliases[] = {
 
 }  // namespace
 
-size_t dtype_size(DataType t) { return info(t).size; }
+void throw_unknown_dtype(DataType t) {
+  throw InvalidArgument("unknown data type value " + std::to_string(static_cast<unsigned>(t)));
+}
 const char* dtype_name(DataType t) { return info(t).name; }
 bool is_floating(DataType t) { return info(t).floating; }
 
