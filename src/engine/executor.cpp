@@ -1,5 +1,6 @@
 #include "engine/executor.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -320,6 +321,15 @@ void Executor::wait_for_work() {
 bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
   // Even with nothing to do, look at the transports now and then: a peer may fail while idle.
   constexpr auto kIdleCheck = std::chrono::milliseconds(10);
+  // While callers are expected to run their operations (deferral on), an idle sleep lasts at
+  // most one (stretched) window: a deferred operation wakes nobody when it is issued, and one
+  // whose caller does not come (an isend before a long computation) must be found and taken
+  // within two windows, not after the idle check's 10 ms.
+  const auto idle_sleep = [&] {
+    const auto w = std::chrono::duration_cast<std::chrono::microseconds>(kIdleCheck);
+    const auto floor = std::chrono::microseconds(100);  // KOLO_INLINE_WINDOW_US=0: no busy loop
+    return predict_inline_.load(std::memory_order_relaxed) ? std::clamp(engine_window(), floor, w) : w;
+  };
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     const bool attention = !pending_.empty() || (ctx_->has_failure() && !failed_);
@@ -345,7 +355,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
       until = due(f, now);
     } else {
       if (attention) return false;
-      until = Clock::now() + kIdleCheck;
+      until = Clock::now() + idle_sleep();
     }
     const uint64_t gen = wake_gen_;
     uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front().ticket;
@@ -366,7 +376,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
         const auto now = Clock::now();
         if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
         if (queue_.empty()) {
-          until = now + kIdleCheck;
+          until = now + idle_sleep();
           continue;
         }
         const Task& f = queue_.front();

@@ -133,6 +133,41 @@ void send_waited_before_receive(ProcessGroup& g, CheckLog& log, size_t count) {
   }
 }
 
+// Sends and receives are deferred for their waiting caller like collectives: one nobody waits
+// for must still go out (the engine thread takes it within two windows).
+void unwaited_send_is_delivered(ProcessGroup& g, CheckLog& log) {
+  log.begin_case("a send nobody waits for is delivered");
+  if (g.rank() > 1) return;
+  const int peer = 1 - g.rank();
+  SendOptions so;
+  so.timeout = kP2pTimeout;
+  RecvOptions ro;
+  ro.timeout = kP2pTimeout;
+  std::vector<int32_t> v(7);
+  for (int i = 0; i < 20; ++i) {  // waited at once: later operations are deferred to their callers
+    if (g.rank() == 0) {
+      v = make_input(0, v.size(), i);
+      g.send(Buffer(v.data(), v.size()), peer, so)->wait();
+    } else {
+      g.recv(Buffer(v.data(), v.size()), peer, ro)->wait();
+    }
+  }
+  if (g.rank() == 0) {
+    v = make_input(0, v.size(), 99);
+    std::atomic<bool> done{false};
+    WorkPtr w = g.send(Buffer(v.data(), v.size()), peer, so);
+    w->on_complete([&](Work&) { done = true; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    log.expect(done.load(), "a send nobody waited for had not completed after 500 ms");
+    w->wait();
+  } else {
+    std::vector<int32_t> in(v.size(), -1);
+    g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
+    log.expect_elements("received", DataType::int32, in.data(), in.size(),
+                        [&](size_t k) { return static_cast<long double>(input(0, k, 99)); });
+  }
+}
+
 void receive_waited_while_another_thread_sends(ProcessGroup& g, CheckLog& log) {
   log.begin_case("a receive waited on one thread while another issues the send its peer needs first");
   if (g.rank() > 1) return;
@@ -178,6 +213,7 @@ void scenario_who_runs(WorkerContext& ctx) {
     send_waited_before_receive(g, ctx.log, 3);
     send_waited_before_receive(g, ctx.log, (size_t{2} << 20) + 1);  // 8 MiB + 4: read by the receiver
     receive_waited_while_another_thread_sends(g, ctx.log);
+    unwaited_send_is_delivered(g, ctx.log);
   }
   ctx.log.end_case();
 }
