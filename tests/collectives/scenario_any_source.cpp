@@ -15,6 +15,7 @@
 // "any-source-fails MODE" (rank 0 waits for any source and must fail):
 //  - "mismatch": rank 1 sends 5 floats where rank 0 expects 4: MismatchError naming rank 1;
 //  - "timeout": nobody sends: TimeoutError saying "recv from any source" and the tag;
+//  - "direct-timeout": a receive from rank 1, which sends nothing: TimeoutError naming rank 1;
 //  - "dead": the last rank is killed while rank 0 waits: PeerError naming it.
 #include <signal.h>
 #include <unistd.h>
@@ -185,11 +186,14 @@ void scenario_any_source_fails(WorkerContext& ctx) {
   ctx.log.begin_case("any-source receive that fails: " + mode);
   RecvOptions ro;
   ro.tag = 11;
-  if (mode == "timeout") ro.timeout = milliseconds(1500);
+  if (mode == "timeout" || mode == "direct-timeout") ro.timeout = milliseconds(1500);
   if (g.rank() == 0) {
     std::vector<float> buf(4);
-    g.recv(Buffer(buf.data(), buf.size()), kAnySource, ro)->wait();  // throws: main() prints it
-    ctx.log.expect(false, "the receive from any source succeeded");
+    // direct-timeout: a receive from rank 1, which sends nothing (its deadline is set by the
+    // first look at the clock while it is in flight: Executor::check_pending).
+    const int from = mode == "direct-timeout" ? 1 : kAnySource;
+    g.recv(Buffer(buf.data(), buf.size()), from, ro)->wait();  // throws: main() prints it
+    ctx.log.expect(false, "the receive succeeded");
     return;
   }
   if (mode == "mismatch" && g.rank() == 1) {
@@ -203,7 +207,7 @@ void scenario_any_source_fails(WorkerContext& ctx) {
     ::kill(::getpid(), SIGKILL);
   }
   // The others stay until rank 0 has failed; its abort (or the timeout's) ends them too.
-  std::this_thread::sleep_for(milliseconds(mode == "timeout" ? 4000 : 1500));
+  std::this_thread::sleep_for(milliseconds(mode == "timeout" || mode == "direct-timeout" ? 4000 : 1500));
   ctx.group->abort("any-source-fails scenario done");
   ctx.group.reset();
 }

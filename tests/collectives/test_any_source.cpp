@@ -74,6 +74,21 @@ TEST(AnySource, TimeoutSaysAnySourceAndTheTag) {
   EXPECT_LT(r0.seconds, 15.0) << r0.describe();
 }
 
+// Not from any source, but the same failing-receive scenario: a named receive that nobody
+// answers times out on its own timeout, whether its waiter or the engine thread polls for it.
+TEST(AnySource, ReceiveFromANamedRankTimesOutNamingIt) {
+  for (const char* inline_mode : {"1", "0"}) {
+    LaunchSpec spec = worker_launch("any-source-fails", 2, std::chrono::seconds(60), "20");
+    spec.args.push_back("direct-timeout");
+    spec.env["KOLO_INLINE"] = inline_mode;
+    const WorldOutcome outcome = run_world(spec);
+    const RankOutcome& r0 = failed_rank0(outcome);
+    EXPECT_TRUE(contains(error_kind(r0), "TimeoutError(peer 1)")) << inline_mode << ": " << r0.describe();
+    EXPECT_TRUE(contains(error_text(r0), "timed out after 1.5 s waiting for rank 1")) << r0.describe();
+    EXPECT_LT(r0.seconds, 15.0) << r0.describe();
+  }
+}
+
 TEST(AnySource, DeadPeerWhileWaitingIsNamed) {
   for (const char* transport : {"shm", "tcp"}) {
     LaunchSpec spec = worker_launch("any-source-fails", 3, std::chrono::seconds(60), "20");
