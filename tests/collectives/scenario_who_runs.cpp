@@ -112,6 +112,11 @@ void many_issue_then_wait(ProcessGroup& g, CheckLog& log) {
 
 // A deadlock must fail the test rather than hang it: these operations carry a short timeout.
 constexpr std::chrono::milliseconds kP2pTimeout{20000};
+struct P2pOptions {
+  SendOptions send;
+  RecvOptions recv;
+  P2pOptions() { send.timeout = recv.timeout = kP2pTimeout; }
+};
 
 void send_waited_before_receive(ProcessGroup& g, CheckLog& log, size_t count) {
   log.begin_case("send to the next rank waited for before the receive from the previous, " + std::to_string(count * 4) + " bytes");
@@ -120,12 +125,9 @@ void send_waited_before_receive(ProcessGroup& g, CheckLog& log, size_t count) {
   for (int round = 0; round < 3; ++round) {
     auto out = make_input(me, count, 300 + round);
     std::vector<int32_t> in(count, -1);
-    SendOptions so;
-    so.timeout = kP2pTimeout;
-    RecvOptions ro;
-    ro.timeout = kP2pTimeout;
-    WorkPtr s = g.send(Buffer(out.data(), out.size()), next, so);
-    WorkPtr r = g.recv(Buffer(in.data(), in.size()), prev, ro);
+    const P2pOptions o;
+    WorkPtr s = g.send(Buffer(out.data(), out.size()), next, o.send);
+    WorkPtr r = g.recv(Buffer(in.data(), in.size()), prev, o.recv);
     s->wait();
     r->wait();
     log.expect_elements("received", DataType::int32, in.data(), in.size(),
@@ -139,30 +141,27 @@ void unwaited_send_is_delivered(ProcessGroup& g, CheckLog& log) {
   log.begin_case("a send nobody waits for is delivered");
   if (g.rank() > 1) return;
   const int peer = 1 - g.rank();
-  SendOptions so;
-  so.timeout = kP2pTimeout;
-  RecvOptions ro;
-  ro.timeout = kP2pTimeout;
+  const P2pOptions o;
   std::vector<int32_t> v(7);
   for (int i = 0; i < 20; ++i) {  // waited at once: later operations are deferred to their callers
     if (g.rank() == 0) {
       v = make_input(0, v.size(), i);
-      g.send(Buffer(v.data(), v.size()), peer, so)->wait();
+      g.send(Buffer(v.data(), v.size()), peer, o.send)->wait();
     } else {
-      g.recv(Buffer(v.data(), v.size()), peer, ro)->wait();
+      g.recv(Buffer(v.data(), v.size()), peer, o.recv)->wait();
     }
   }
   if (g.rank() == 0) {
     v = make_input(0, v.size(), 99);
     std::atomic<bool> done{false};
-    WorkPtr w = g.send(Buffer(v.data(), v.size()), peer, so);
+    WorkPtr w = g.send(Buffer(v.data(), v.size()), peer, o.send);
     w->on_complete([&](Work&) { done = true; });
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     log.expect(done.load(), "a send nobody waited for had not completed after 500 ms");
     w->wait();
   } else {
     std::vector<int32_t> in(v.size(), -1);
-    g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
+    g.recv(Buffer(in.data(), in.size()), peer, o.recv)->wait();
     log.expect_elements("received", DataType::int32, in.data(), in.size(),
                         [&](size_t k) { return static_cast<long double>(input(0, k, 99)); });
   }
@@ -172,10 +171,7 @@ void receive_waited_while_another_thread_sends(ProcessGroup& g, CheckLog& log) {
   log.begin_case("a receive waited on one thread while another issues the send its peer needs first");
   if (g.rank() > 1) return;
   const int peer = 1 - g.rank();
-  SendOptions so;
-  so.timeout = kP2pTimeout;
-  RecvOptions ro;
-  ro.timeout = kP2pTimeout;
+  const P2pOptions o;
   auto out = make_input(g.rank(), 515, 400);
   std::vector<int32_t> in(515, -1);
   if (g.rank() == 0) {
@@ -184,18 +180,18 @@ void receive_waited_while_another_thread_sends(ProcessGroup& g, CheckLog& log) {
     std::exception_ptr err;
     std::thread receiver([&] {
       try {
-        g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
+        g.recv(Buffer(in.data(), in.size()), peer, o.recv)->wait();
       } catch (...) {
         err = std::current_exception();
       }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    g.send(Buffer(out.data(), out.size()), peer, so)->wait();
+    g.send(Buffer(out.data(), out.size()), peer, o.send)->wait();
     receiver.join();
     if (err) std::rethrow_exception(err);
   } else {
-    g.recv(Buffer(in.data(), in.size()), peer, ro)->wait();
-    g.send(Buffer(out.data(), out.size()), peer, so)->wait();
+    g.recv(Buffer(in.data(), in.size()), peer, o.recv)->wait();
+    g.send(Buffer(out.data(), out.size()), peer, o.send)->wait();
   }
   log.expect_elements("received", DataType::int32, in.data(), in.size(),
                       [&](size_t k) { return static_cast<long double>(input(peer, k, 400)); });
