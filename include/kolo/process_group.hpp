@@ -10,6 +10,12 @@
 // recv.ptr == send.ptr for allreduce/reduce/broadcast/alltoall, and send.ptr == recv.ptr +
 // rank*count elements for allgather and gather; recv.ptr == send.ptr + rank*count for
 // reduce_scatter and scatter. Any other overlap of send and recv is refused.
+//
+// A collective of count 0 (other than barrier and alltoallv) moves nothing, so, as in MPI and
+// NCCL, no message is exchanged for it: it completes at issue when every earlier collective of
+// the group has completed, else right after them. It still takes its place in the sequence, so
+// every rank must issue it too; a rank that passes 0 where the others pass a count is reported
+// at its next collective (a mismatch) or by the others' timeout, not by this one.
 #pragma once
 #include <chrono>
 #include <memory>

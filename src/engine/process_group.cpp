@@ -63,6 +63,9 @@ struct ProcessGroup::Impl {
   // executor sees them (shared_group.hpp). Null for a group that owns its connections.
   std::shared_ptr<const engine::GroupInfo> shared;
   WorkPtr last;  // a sharing subgroup's last operation: its shutdown waits for it (under mu)
+  // The last collective (or receive from any source) issued, under `mu`: collectives complete in
+  // issue order, so one with nothing to move may complete at issue only once this one has.
+  WorkPtr last_collective;
 
   std::mutex mu;  // issue order
   // Works' memory, recycled: taken under `mu` only (the pool's one consumer).
@@ -182,6 +185,25 @@ int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
 const std::string& ProcessGroup::name() const { return impl_->name; }
 
+// A collective whose count is zero moves nothing on any rank (every rank passes the same count:
+// it is the per-rank or per-block count), so it needs no message: like MPI and NCCL, kolo runs
+// nothing for it. Not a barrier (it synchronizes), not alltoallv (its counts differ per rank),
+// not a send or receive (a zero-byte message is still a message the peer waits for).
+static bool moves_nothing(const CollArgs& a) {
+  switch (a.kind) {
+    case CollKind::broadcast: case CollKind::allreduce: case CollKind::reduce: case CollKind::allgather:
+    case CollKind::gather: case CollKind::scatter: case CollKind::reduce_scatter: case CollKind::alltoall:
+      return a.count == 0;
+    default:
+      return false;
+  }
+}
+
+// What runs for a collective that moves nothing when it cannot complete at issue (an earlier
+// collective is still queued or running, and issue order must hold): nothing, in its turn.
+static void run_nothing(algo::Comm&) {}
+static const algo::Algorithm kNothingToMove{"none (count 0)", CollKind::allreduce, nullptr, run_nothing};
+
 WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts) {
   engine::validate(args, send, recv, rank, size);
   engine::Task t;
@@ -190,11 +212,14 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   // order: recv_any.cpp) but is stamped like a point-to-point message.
   const bool any_source = args.kind == CollKind::recv && args.root == kAnySource;
   const bool p2p = args.kind == CollKind::send || (args.kind == CollKind::recv && !any_source);
+  const bool empty = moves_nothing(args);
   std::lock_guard<std::mutex> lk(mu);
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
   algo::SelectionMemo::Choice choice{nullptr, 0};
   if (any_source) {
     t.algorithm = algo::find_algorithm(CollKind::recv, "any");
+  } else if (empty) {
+    t.algorithm = &kNothingToMove;
   } else if (!p2p) {
     choice = chosen.choose(args, hosts, opts.algorithm, selection);
     t.algorithm = choice.algorithm;
@@ -231,7 +256,15 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   if (p2p && t.args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*t.work, t.args.root);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
-  executor->submit(std::move(t));
+  if (empty && (!last_collective || engine::WorkAccess::released(*last_collective)) && !executor->failed()) {
+    // Every earlier collective has completed and nothing is to move: complete now, without the
+    // queue, the flight recorder or a look at the transports (a failed group takes the queue,
+    // which reports the failure).
+    engine::WorkAccess::finish(*w, nullptr);
+  } else {
+    executor->submit(std::move(t));
+  }
+  if (!p2p) last_collective = w;
   if (shared) last = w;
   return w;
 }

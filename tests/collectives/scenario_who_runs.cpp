@@ -6,6 +6,7 @@
 //  - three collectives issued back to back and only the last one waited for all complete, in
 //    issue order, with the right results;
 //  - an Options.overlap collective polled with is_completed() completes;
+//  - collectives of count 0 complete at issue, except behind one not yet run: after it;
 //  - a long run of issue-then-wait allreduces gives the right result every time;
 //  - sends and receives, which a waiting caller also runs itself: every rank sends to the next
 //    and receives from the previous, waiting for its send first, at a size the shared-memory
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -95,6 +97,45 @@ void overlap_option_polled(ProcessGroup& g, CheckLog& log) {
   log.expect(w->is_completed(), "an overlap allreduce polled with is_completed() did not complete within 20 s");
   w->wait();
   log.expect_elements("overlap allreduce", DataType::int32, v.data(), v.size(), [&](size_t k) { return sum_over_ranks(world, k, 55); });
+}
+
+// Collectives of count 0 move nothing: with every earlier collective complete, each completes
+// at issue (no queue, no message); behind one still queued, it completes after it, in order.
+void collectives_of_count_zero(ProcessGroup& g, CheckLog& log) {
+  log.begin_case("collectives of count 0 complete at issue, and after what was issued before them");
+  const int world = g.size();
+  int32_t none = 0;  // a valid address for buffers of 0 elements
+  const Buffer empty(&none, 0);
+  const std::vector<std::pair<const char*, std::function<WorkPtr()>>> kinds = {
+      {"allreduce", [&] { return g.allreduce(empty); }},
+      {"broadcast", [&] { return g.broadcast(empty); }},
+      {"reduce", [&] { return g.reduce(empty, empty); }},
+      {"allgather", [&] { return g.allgather(empty, empty); }},
+      {"gather", [&] { return g.gather(empty, empty); }},
+      {"scatter", [&] { return g.scatter(empty, empty); }},
+      {"reduce_scatter", [&] { return g.reduce_scatter(empty, empty); }},
+      {"alltoall", [&] { return g.alltoall(empty, empty); }},
+  };
+  for (const auto& [name, issue] : kinds) {
+    WorkPtr w = issue();
+    log.expect(w->is_completed() && w->is_success(), std::string(name) + " of count 0 was not complete at issue");
+    w->wait();
+  }
+  // Behind a collective that has not run yet (deferred to its waiter, or queued for the engine
+  // thread): the empty one must not complete first.
+  auto v = make_input(g.rank(), 4097, 77);
+  WorkPtr before = g.allreduce(Buffer(v.data(), v.size()));
+  WorkPtr after = g.allreduce(empty);
+  log.expect(!after->is_completed() || before->is_completed(), "an allreduce of count 0 completed before the allreduce issued ahead of it");
+  after->wait();
+  log.expect(before->is_completed(), "the allreduce issued before one of count 0 was not complete when that one was");
+  before->wait();
+  log.expect_elements("allreduce before one of count 0", DataType::int32, v.data(), v.size(),
+                      [&](size_t k) { return sum_over_ranks(world, k, 77); });
+  // And the group goes on with its sequence numbers in step on every rank.
+  auto u = make_input(g.rank(), 5, 78);
+  g.allreduce(Buffer(u.data(), u.size()))->wait();
+  log.expect_elements("allreduce after those of count 0", DataType::int32, u.data(), u.size(), [&](size_t k) { return sum_over_ranks(world, k, 78); });
 }
 
 void many_issue_then_wait(ProcessGroup& g, CheckLog& log) {
@@ -204,6 +245,7 @@ void scenario_who_runs(WorkerContext& ctx) {
   unwaited_collective_progresses(g, ctx.log);
   back_to_back_then_wait_last(g, ctx.log);
   overlap_option_polled(g, ctx.log);
+  collectives_of_count_zero(g, ctx.log);
   many_issue_then_wait(g, ctx.log);
   if (g.size() > 1) {
     send_waited_before_receive(g, ctx.log, 3);
