@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "kolo/error.hpp"
@@ -87,15 +88,60 @@ std::string exchange(transport::Device& dev, int me) {
 
 // Makes process_vm_readv fail with EPERM in this process from now on, as a restrictive
 // container profile or ptrace policy would. False if seccomp filters are not available.
-bool forbid_process_vm_readv() {
+bool forbid_syscall(int nr) {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+bool forbid_process_vm_readv() { return forbid_syscall(__NR_process_vm_readv); }
+
+// Rank 1 receives one large message, polling slowly (2 ms between polls: one piece per poll), from
+// rank 0, which polls without pause while it waits: rank 0 writes pieces into rank 1's buffer
+// itself. `forbid_write` makes process_vm_writev fail in rank 0 after the setup (the permission
+// probe reads): it must hand its first piece back, and rank 1 read it. Returns rank 0's
+// helped_bytes(), or -1 when seccomp is not available.
+int64_t large_message_with_help(const std::function<std::unique_ptr<transport::Device>(int, Sink*)>& connect,
+                                const std::function<void(const std::string&)>& mark,
+                                const std::function<void(const std::string&)>& await, bool forbid_write) {
+  const size_t bytes = (size_t{12} << 20) + 3;
+  pid_t child = fork_rank([&] {
+    Sink sink;
+    auto dev = connect(1, &sink);
+    await("posted");
+    std::vector<uint8_t> got(bytes, 0x11);
+    Request r;
+    dev->pair(0)->post_recv(got.data(), got.size(), tag(5), &r);
+    const auto until = Clock::now() + 20s;
+    while (r.state == Request::State::pending && Clock::now() < until) {
+      dev->poll();
+      std::this_thread::sleep_for(2ms);
+    }
+    const bool ok = r.state == Request::State::done && got == pattern(bytes, 5);
+    if (!ok) std::fprintf(stderr, "rank 1: %s\n", r.state == Request::State::done ? "payload differs" : r.detail.c_str());
+    return ok && dev->close(Clock::now() + 10s).empty() && sink.first() == Failure::none ? 0 : 1;
+  });
+  Sink sink;
+  auto dev = connect(0, &sink);
+  if (forbid_write && !forbid_syscall(__NR_process_vm_writev)) {
+    ::kill(child, SIGKILL);
+    wait_child(child);
+    return -1;
+  }
+  auto data = pattern(bytes, 5);
+  Request s;
+  dev->pair(1)->post_send(data.data(), data.size(), tag(5), &s);
+  mark("posted");
+  EXPECT_TRUE(drive(*dev, {&s}).finished);
+  EXPECT_EQ(s.state, Request::State::done) << s.detail;
+  EXPECT_TRUE(dev->close(Clock::now() + 10s).empty());
+  EXPECT_EQ(sink.first(), Failure::none) << sink.detail;
+  expect_clean_exit(wait_child(child), "rank 1");
+  return static_cast<int64_t>(static_cast<shm::ShmPair*>(dev->pair(1))->helped_bytes());
 }
 
 }  // namespace
@@ -324,4 +370,19 @@ TEST_F(ShmProcesses, PeerKilledDuringSetupLeavesNothingBehind) {
   }
   EXPECT_FALSE(err.empty()) << "setup without rank 2 cannot succeed";
   // TearDown checks that nothing is left.
+}
+
+TEST_F(ShmProcesses, WaitingSenderWritesPiecesOfItsLargeMessageIntoTheReceiver) {
+  const int64_t helped = large_message_with_help([&](int r, Sink* k) { return connect_rank(r, k); },
+                                                 [&](const std::string& k) { mark(k); },
+                                                 [&](const std::string& k) { await(k); }, false);
+  EXPECT_GT(helped, 0) << "the sender, polling while the receiver paused between pieces, wrote none";
+}
+
+TEST_F(ShmProcesses, SenderThatMayNotWriteHandsItsPieceBack) {
+  const int64_t helped = large_message_with_help([&](int r, Sink* k) { return connect_rank(r, k); },
+                                                 [&](const std::string& k) { mark(k); },
+                                                 [&](const std::string& k) { await(k); }, true);
+  if (helped < 0) GTEST_SKIP() << "seccomp filters are not available here";
+  EXPECT_EQ(helped, 0);
 }

@@ -41,6 +41,7 @@ struct Geometry {
   size_t slot_bytes;
   size_t nslots;
   size_t cma_min_bytes;
+  bool cma_help;  // KOLO_SHM_CMA_HELP
 };
 
 Geometry geometry_from_config() {
@@ -52,7 +53,8 @@ Geometry geometry_from_config() {
   if (n < 2 || n > (int64_t(1) << 20))
     throw InvalidArgument("KOLO_SHM_SLOTS=" + std::to_string(n) + " must be between 2 and 1048576");
   if (cma < 0) throw InvalidArgument("KOLO_SHM_CMA_MIN_BYTES=" + std::to_string(cma) + " must not be negative");
-  return Geometry{static_cast<size_t>(slot), static_cast<size_t>(n), static_cast<size_t>(cma)};
+  return Geometry{static_cast<size_t>(slot), static_cast<size_t>(n), static_cast<size_t>(cma),
+                  config::get_int("KOLO_SHM_CMA_HELP") != 0};
 }
 
 std::string hex(uint64_t v, int digits) {
@@ -358,6 +360,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
 
   // 6. Cross-memory attach, both ways.
   std::vector<pid_t> pids(static_cast<size_t>(b.size), -1);
+  std::vector<bool> we_read(static_cast<size_t>(b.size), false);
   for (int peer : peers) {
     const Hello& h = their[static_cast<size_t>(peer)];
     pid_t pid = peer_pid(socks[static_cast<size_t>(peer)].get());
@@ -365,6 +368,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     int err = 0;
     bool can = pid > 0 && probe_remote_read(pid, h.probe_addr, h.probe_value, &err);
     if (!can) log_fallback_once(peer, err);
+    we_read[static_cast<size_t>(peer)] = can;
     Ready r{kReadyMagic, can ? 1u : 0u};
     send_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
   }
@@ -389,6 +393,8 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     s.peer_pid = pids[static_cast<size_t>(peer)];
     s.peer_reads_us = r.can_read_you != 0;
     s.cma_min_bytes = g.cma_min_bytes;
+    // Reading and writing another process's memory need the same permission.
+    s.help_peer = g.cma_help && we_read[static_cast<size_t>(peer)];
     dev->add_pair(std::move(s));
   }
   KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("

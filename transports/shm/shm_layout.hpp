@@ -16,7 +16,7 @@ namespace kolo::shm {
 
 constexpr size_t kLine = 64;
 constexpr uint32_t kSegmentMagic = 0x4d53484b;  // "KHSM"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;  // 2: the ring's fields for helped remote reads
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free to work across processes");
@@ -48,7 +48,26 @@ struct RingControl {
   alignas(kLine) std::atomic<uint32_t> sender_waiting;
   // The sender aborted: a large message it described may no longer be in its memory.
   alignas(kLine) std::atomic<uint32_t> sender_aborted;
+  // A described message is copied by both sides when the sender has nothing else to do (it
+  // polls while it waits for the read anyway): its pieces of kRemotePieceBytes are claimed one at
+  // a time from help_claim, (message number mod 2^32) << 32 | next piece, by the receiver
+  // (process_vm_readv) and the sender (process_vm_writev into help_dst). The receiver names the
+  // message (release) after writing help_dst and zeroing the counters below; a claim is a CAS, so
+  // it can never take a piece of another message.
+  alignas(kLine) std::atomic<uint64_t> help_claim;
+  uint64_t help_dst;  // where the message named in help_claim goes, in the receiver's memory
+  // Bytes of the named message the sender has written (release, after each piece).
+  alignas(kLine) std::atomic<uint64_t> help_done_bytes;
+  // A piece the sender claimed but could not write (piece + 1; 0: none): the receiver reads it.
+  std::atomic<uint64_t> help_returned;
 };
+
+// The unit of a remote read: the receiver reads, and the sender writes, at most this much per
+// call, so that one huge message does not hold up the other pairs (and pieces this size read
+// faster than one call for the whole message: fewer pages pinned at once). Both sides must agree
+// on it: it is part of the layout.
+constexpr size_t kRemotePieceBytes = size_t(1) << 20;
+constexpr uint64_t help_claim_of(uint64_t message, uint64_t piece) { return (message << 32) | piece; }
 
 enum class SlotKind : uint32_t {
   data = 1,  // the first (or only) piece of a message: carries the tag and the total size

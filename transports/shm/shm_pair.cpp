@@ -1,11 +1,16 @@
 #include "transports/shm/shm_pair.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
+
+#include "common/log.hpp"
 
 #include "transports/shm/shm_device.hpp"
 
@@ -17,10 +22,25 @@ using transport::Tag;
 
 namespace {
 
-// A read from the peer's memory moves at most this much per call, so that one huge message does
-// not hold up the other pairs; pieces of this size also read faster than one call for the whole
-// message (fewer pages pinned at once).
-constexpr size_t kRemoteReadPiece = size_t(1) << 20;
+constexpr uint64_t kPieceMask = 0xffffffffu;
+
+size_t pieces_of(size_t bytes) { return (bytes + kRemotePieceBytes - 1) / kRemotePieceBytes; }
+size_t piece_len(size_t bytes, uint64_t piece) {
+  return std::min(kRemotePieceBytes, bytes - static_cast<size_t>(piece) * kRemotePieceBytes);
+}
+
+// Claims the next piece of `message` (numbered mod 2^32) in a ring's help_claim; false when the
+// claim names another message or every piece is taken.
+bool claim_piece(std::atomic<uint64_t>& claim, uint64_t message, uint64_t pieces, uint64_t* piece) {
+  uint64_t c = claim.load(std::memory_order_acquire);
+  while ((c >> 32) == (message & kPieceMask) && (c & kPieceMask) < pieces) {
+    if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      *piece = c & kPieceMask;
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -32,7 +52,8 @@ ShmPair::ShmPair(ShmDevice* dev, transport::FailureSink* sink, PairSetup s)
       sock_(std::move(s.sock)),
       peer_pid_(s.peer_pid),
       peer_reads_us_(s.peer_reads_us),
-      cma_min_(s.cma_min_bytes) {}
+      cma_min_(s.cma_min_bytes),
+      help_peer_(s.help_peer) {}
 
 ShmPair::~ShmPair() = default;
 
@@ -82,7 +103,7 @@ bool ShmPair::pump_sends() {
       h->addr = reinterpret_cast<uint64_t>(op.buf);
       publish(h);
       published = moved = true;
-      described_.push_back(DescribedSend{++described_count_, op.req});
+      described_.push_back(DescribedSend{++described_count_, op.req, op.buf, op.bytes});
       sends_.pop_front();
       continue;
     }
@@ -113,8 +134,47 @@ bool ShmPair::pump_sends() {
       described_.pop_front();
       moved = true;
     }
+    // Waiting for the peer to read it: copy a piece of it meanwhile (the core is ours anyway).
+    if (!described_.empty() && help_peer_) moved |= help_remote_read();
   }
   return moved;
+}
+
+bool ShmPair::help_remote_read() {
+  // The peer reads described messages in order: the oldest one is the one it may be reading.
+  const DescribedSend& d = described_.front();
+  const uint64_t pieces = pieces_of(d.bytes);
+  uint64_t piece = 0;
+  if (pieces < 2 || !claim_piece(out_.ctl->help_claim, d.number, pieces, &piece)) return false;
+  // Written by the receiver before its release store of the claim we just took part in.
+  const uint64_t dst = out_.ctl->help_dst;
+  const size_t off = static_cast<size_t>(piece) * kRemotePieceBytes, len = piece_len(d.bytes, piece);
+  size_t done = 0;
+  while (done < len) {
+    iovec local{const_cast<char*>(d.buf) + off + done, len - done};
+    iovec remote{reinterpret_cast<void*>(dst + off + done), len - done};
+    const ssize_t n = ::process_vm_writev(peer_pid_, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  if (done == len) {
+    helped_bytes_ += len;
+    out_.ctl->help_done_bytes.fetch_add(len, std::memory_order_release);
+  } else {
+    // Refused after all (or the receiver's memory went away: it failed and will tell us): the
+    // receiver reads this piece itself, and we stop offering.
+    help_peer_ = false;
+    KOLO_LOG(debug, "shm: writing into " << who() << "'s memory failed (" << transport::errno_text(errno)
+                                         << "); it reads our large messages alone");
+    out_.ctl->help_returned.store(piece + 1, std::memory_order_release);
+  }
+  notify_receiver();  // it may sleep until the message is complete
+  return true;
 }
 
 void ShmPair::notify_receiver() {
@@ -234,9 +294,10 @@ bool ShmPair::start_message(SlotHeader* h) {
   RecvOp& op = recvs_.front();
   if (kind == SlotKind::cma) {
     remote_addr_ = addr;
-    remote_got_ = 0;
+    remote_got_ = remote_claimed_ = remote_returned_ = 0;
     in_state_ = In::read_remote;
     consume_slot();
+    offer_help(op.buf);
     return true;
   }
   if (len > 0) std::memcpy(op.buf, RingView::payload(h), len);
@@ -252,19 +313,44 @@ bool ShmPair::start_message(SlotHeader* h) {
   return true;
 }
 
+void ShmPair::offer_help(const char* dst) {
+  RingControl& c = *in_.ctl;
+  c.help_dst = reinterpret_cast<uint64_t>(dst);
+  c.help_done_bytes.store(0, std::memory_order_relaxed);
+  c.help_returned.store(0, std::memory_order_relaxed);
+  // Names the message (the next one to be counted in cma_done); publishes the fields above.
+  c.help_claim.store(help_claim_of((remote_done_ + 1) & kPieceMask, 0), std::memory_order_release);
+}
+
 bool ShmPair::pump_remote_read() {
   RecvOp& op = recvs_.front();
-  if (remote_got_ == op.bytes) {  // read before, held back by the sender's abort flag
+  RingControl& c = *in_.ctl;
+  const uint64_t pieces = pieces_of(op.bytes);
+  uint64_t piece = 0;
+  if (const uint64_t back = c.help_returned.load(std::memory_order_acquire); back != 0) {
+    c.help_returned.store(0, std::memory_order_relaxed);
+    piece = back - 1;  // one the sender claimed and could not write
+    remote_returned_ += piece_len(op.bytes, piece);
+  } else if (claim_piece(c.help_claim, remote_done_ + 1, pieces, &piece)) {
+    remote_claimed_ += piece_len(op.bytes, piece);
+  } else {
+    // Every piece is taken: the message is in once the sender's pieces are (it writes each one
+    // right after claiming it), or read before and held back by the sender's abort flag.
+    if (remote_got_ + c.help_done_bytes.load(std::memory_order_acquire) < op.bytes) return false;
     finish_remote_read();
     return in_state_ != In::read_remote;
   }
-  size_t piece = std::min(op.bytes - remote_got_, kRemoteReadPiece);
-  iovec local{op.buf + remote_got_, piece};
-  iovec remote{reinterpret_cast<void*>(remote_addr_ + remote_got_), piece};
-  ssize_t n = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
-  if (n <= 0) {
-    int e = n < 0 ? errno : EIO;
-    if (e == EINTR) return false;
+  const size_t off = static_cast<size_t>(piece) * kRemotePieceBytes, len = piece_len(op.bytes, piece);
+  for (size_t got = 0; got < len;) {
+    iovec local{op.buf + off + got, len - got};
+    iovec remote{reinterpret_cast<void*>(remote_addr_ + off + got), len - got};
+    const ssize_t n = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    const int e = n < 0 ? errno : EIO;
+    if (e == EINTR) continue;
     // The sender may have aborted (its memory going away) or died: its socket tells which.
     read_socket();
     if (failed_) return true;
@@ -275,10 +361,41 @@ bool ShmPair::pump_remote_read() {
                                   " with process_vm_readv failed: " + transport::errno_text(e));
     return true;
   }
-  remote_got_ += static_cast<size_t>(n);
-  op.req->transferred = remote_got_;
-  if (remote_got_ == op.bytes) finish_remote_read();
+  remote_got_ += len;
+  const size_t in = remote_got_ + c.help_done_bytes.load(std::memory_order_acquire);
+  op.req->transferred = in;
+  if (in == op.bytes) finish_remote_read();
   return true;
+}
+
+void ShmPair::stop_help() {
+  if (in_state_ != In::read_remote || recvs_.empty()) return;
+  RingControl& c = *in_.ctl;
+  const size_t bytes = recvs_.front().bytes;
+  const uint64_t message = (remote_done_ + 1) & kPieceMask;
+  // No more claims: the claim names the message with every piece taken.
+  const uint64_t was = c.help_claim.exchange(help_claim_of(message, kPieceMask), std::memory_order_acq_rel);
+  const uint64_t taken = (was >> 32) == message ? std::min<uint64_t>(was & kPieceMask, pieces_of(bytes)) : 0;
+  const size_t taken_bytes = std::min(bytes, static_cast<size_t>(taken) * kRemotePieceBytes);
+  const size_t senders = taken_bytes - remote_claimed_;  // bytes of the pieces the sender claimed
+  // It writes a piece right after claiming it (a millisecond per MiB at worst): wait for those
+  // to be written or handed back before the user may reuse the buffer. Bounded: a sender that
+  // died mid-piece writes nothing more.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    const uint64_t back = c.help_returned.load(std::memory_order_acquire);
+    const size_t settled = c.help_done_bytes.load(std::memory_order_acquire) + remote_returned_ +
+                           (back != 0 ? piece_len(bytes, back - 1) : 0);
+    if (settled >= senders) return;
+    // A sender whose socket closed has exited (or aborted, after its last piece): it writes no more.
+    pollfd p{sock_.get(), POLLRDHUP, 0};
+    if (!sock_.valid() || (::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)) return;
+    if (std::chrono::steady_clock::now() > until) {
+      KOLO_LOG(warn, "shm: " << who() << " did not finish writing its piece of a message this rank stopped reading");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void ShmPair::finish_remote_read() {
@@ -402,6 +519,7 @@ void ShmPair::on_fail() {
 }
 
 void ShmPair::fail_held(Failure why, const std::string& detail) {
+  stop_help();
   for (size_t i = 0; i < described_.size(); ++i)
     if (Request* r = described_[i].req; r->state == Request::State::pending) r->fail(why, detail);
   described_.clear();

@@ -29,6 +29,9 @@ struct PairSetup {
   pid_t peer_pid = -1;
   bool peer_reads_us = false;  // the peer can process_vm_readv our memory
   size_t cma_min_bytes = 0;    // 0: never describe messages, copy them through the ring
+  // We may write the peer's memory (process_vm_writev; the same permission as reading it) and
+  // KOLO_SHM_CMA_HELP is on: we copy pieces of our large messages while the peer reads them.
+  bool help_peer = false;
 };
 
 class ShmPair final : public transport::PairBase {
@@ -51,12 +54,16 @@ class ShmPair final : public transport::PairBase {
   bool closed_cleanly() const { return bye_sent_ && bye_received_; }
   bool done() const { return failed_ || gone_; }
   void shutdown_socket();
+  // Bytes of our large messages that this side wrote into the peer's memory itself.
+  uint64_t helped_bytes() const { return helped_bytes_; }
 
  private:
   // A send's `done` counts the bytes already in the ring.
   struct DescribedSend {
     uint64_t number;  // completes when the ring's cma_done reaches it
     transport::Request* req;
+    const char* buf;  // the message, for the pieces this side writes itself
+    size_t bytes;
   };
   // What the receiving side is in the middle of.
   enum class In : uint8_t { idle, pieces, read_remote, discard };
@@ -75,6 +82,12 @@ class ShmPair final : public transport::PairBase {
   bool pump_sends();
   bool pump_recvs();
   bool pump_remote_read();
+  // The sender's part of a described message the peer is reading: one piece per call.
+  bool help_remote_read();
+  // The receiver publishes where the message it starts reading goes, for the sender's pieces.
+  void offer_help(const char* dst);
+  // Before a failed receive hands its buffer back: no sender piece may still be written into it.
+  void stop_help();
   bool slot_free();
   void publish(SlotHeader* h);
   void consume_slot();
@@ -94,6 +107,8 @@ class ShmPair final : public transport::PairBase {
   pid_t peer_pid_;
   bool peer_reads_us_;
   size_t cma_min_;
+  bool help_peer_;
+  uint64_t helped_bytes_ = 0;
 
   // Sender side.
   RingQueue<DescribedSend> described_;
@@ -108,7 +123,9 @@ class ShmPair final : public transport::PairBase {
   char* dst_ = nullptr;      // pieces: where the next piece goes
   size_t left_ = 0;          // pieces, discard: bytes still to come
   uint64_t remote_addr_ = 0; // read_remote: the message in the sender's memory
-  size_t remote_got_ = 0;
+  size_t remote_got_ = 0;    // read_remote: bytes this side read (the sender writes the rest)
+  size_t remote_claimed_ = 0;  // read_remote: bytes of the pieces this side claimed
+  size_t remote_returned_ = 0; // read_remote: bytes of pieces the sender handed back
   bool freed_ = false;       // slots consumed since the last notify_sender()
 
   bool waiting_in_ = false, waiting_out_ = false;  // flags we set in shared memory
