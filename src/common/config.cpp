@@ -51,8 +51,8 @@ const std::vector<Tunable>& tunables() {
       // Shared memory (ranks on one host)
       {"KOLO_SHM_SLOT_BYTES", "16384", "Size of one slot of a shared-memory ring, 64-byte header included; a message up to this size less 64 bytes takes one slot, larger ones are pipelined slot by slot."},
       {"KOLO_SHM_SLOTS", "32", "Slots per shared-memory ring. Each rank reserves KOLO_SHM_SLOTS x KOLO_SHM_SLOT_BYTES in /dev/shm per local peer."},
-      {"KOLO_SHM_CMA_MIN_BYTES", "1048576", "Messages of at least this many bytes are copied once, by the receiver, straight from the sender's buffer (process_vm_readv); smaller ones go through the ring. 0: never."},
-      {"KOLO_SHM_CMA_HELP", "1", "1: while a rank waits for a peer to read its large message (KOLO_SHM_CMA_MIN_BYTES and up, two pieces of 1 MiB or more), it writes pieces of it into the peer's buffer itself (process_vm_writev), so both cores copy. 0: the receiver copies alone."},
+      {"KOLO_SHM_CMA_MIN_BYTES", "2097152", "Messages of at least this many bytes are copied once, straight from the sender's buffer into the receiver's (process_vm_readv, and process_vm_writev by a waiting sender: KOLO_SHM_CMA_HELP); smaller ones go through the ring. 0: never. The default is two 1 MiB pieces: a one-piece message, which only the receiver can copy, moved faster through the ring."},
+      {"KOLO_SHM_CMA_HELP", "1", "1: while a rank waits for a peer to read its large message (KOLO_SHM_CMA_MIN_BYTES and up, in two pieces of 1 MiB or more), it writes pieces of it into the peer's buffer itself (process_vm_writev), so both cores copy. 0: the receiver copies alone."},
       // RDMA verbs (ibverbs transport)
       {"KOLO_IB_HCA", "", "RDMA device and port for the ibverbs transport, as name[:port] (mlx5_0:1, rxe0). Empty: the first ACTIVE port of any device."},
       {"KOLO_IB_GID_INDEX", "", "GID table index for the ibverbs transport. Empty: on RoCE a RoCE v2 GID holding an IPv4-mapped address (from sysfs gid_attrs/types), on InfiniBand none (LID routing)."},

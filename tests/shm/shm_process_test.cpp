@@ -168,7 +168,7 @@ TEST_F(ShmProcesses, LargeMessagesAreReadByTheReceiverSmallerOnesAreBuffered) {
   // Just below the threshold a send completes at once (copied into the ring); from the threshold
   // up it completes only when the receiver, 300 ms later, has read it from the sender's memory.
   // The threshold is set to one that a message just below it fits into the ring with (the
-  // default, 1 MiB, is above the ring's 512 KiB).
+  // default, 2 MiB, is above the ring's 512 KiB).
   ScopedEnv threshold("KOLO_SHM_CMA_MIN_BYTES", "32768");
   const size_t at = 32768, below = at - 1;
   pid_t child = fork_rank([&] {
