@@ -142,6 +142,32 @@ void large_messages_copied_by_both(bool help) {
 TEST_F(ShmThreads, LargeMessagesAreCopiedByTheWaitingSenderToo) { large_messages_copied_by_both(true); }
 TEST_F(ShmThreads, LargeMessagesAreCopiedByTheReceiverAloneWithoutHelp) { large_messages_copied_by_both(false); }
 
+// A receiver that fails in the middle of a large message hands its buffer back to the user: from
+// then on the sender must not write into it. The receiver reads piece 0, the sender writes piece
+// 1, the receiver aborts; the sender's next poll (before it has read the abort notice) must
+// claim nothing more.
+TEST_F(ShmThreads, ReceiverThatFailsMidMessageStopsTheSendersPieces) {
+  auto ranks = connect_all(2);
+  auto& tx = *ranks[0]->dev;
+  auto& rx = *ranks[1]->dev;
+  const size_t bytes = size_t{8} << 20;
+  auto out = pattern(bytes, 41);
+  std::vector<uint8_t> in(bytes, 0xEE);
+  Request s, r;
+  tx.pair(1)->post_send(out.data(), bytes, tag(7), &s);
+  rx.pair(0)->post_recv(in.data(), bytes, tag(7), &r);
+  auto* sender = static_cast<shm::ShmPair*>(tx.pair(1));
+  rx.poll();  // takes the message, reads piece 0
+  tx.poll();  // writes piece 1
+  ASSERT_EQ(sender->helped_bytes(), shm::kRemotePieceBytes) << "the sender did not write the second piece";
+  rx.abort("test: the receiver gives up");
+  EXPECT_EQ(r.state, Request::State::failed);
+  const std::vector<uint8_t> at_abort = in;
+  for (int i = 0; i < 3; ++i) tx.poll();
+  EXPECT_EQ(sender->helped_bytes(), shm::kRemotePieceBytes) << "the sender wrote pieces after the receiver failed";
+  EXPECT_TRUE(in == at_abort) << "the receive buffer changed after the receive failed";
+}
+
 TEST_F(ShmThreads, ManyMessagesMatchInPostingOrder) {
   // Far more messages than slots, all posted before any is received.
   ScopedEnv slots("KOLO_SHM_SLOTS", "4");
