@@ -140,15 +140,23 @@ test_HierarchicalFourHostsOfTwo() {
 # Open MPI's mpirun with `ip netns exec` in place of ssh (netns-ssh.sh: Open MPI's rsh launcher
 # wants a remote shell): mpirun runs on kolo-h0 (its daemons must reach it on the hosts'
 # network) and starts an orted in each other host through the agent.
+# Open MPI's own daemon (orted) once crashed in orte_init before any rank started (CI,
+# 2026-11-26, not reproduced in 6 runs): such a launcher failure, and only that, is retried
+# once, and the retry is reported.
 test_Mpirun() {
   command -v mpirun > /dev/null || return 77
   "$NET" up --hosts 3 || return 1
-  in_host 0 timeout 120 mpirun --allow-run-as-root --mca plm_rsh_agent "$HERE/netns-ssh.sh" \
-    --mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
-    -H kolo-h0:1,kolo-h1:1,kolo-h2:2 -np 4 \
-    -x MASTER_ADDR=kolo-h0 -x MASTER_PORT=29610 -x KOLO_SECRET -x PATH \
-    "$PERF" allreduce -b 8 -e 1M -f 32 -c 1 -w 1 -n 2 > "$WORK/out" 2>&1
-  local rc=$?
+  local attempt rc
+  for attempt in 1 2; do
+    in_host 0 timeout 120 mpirun --allow-run-as-root --mca plm_rsh_agent "$HERE/netns-ssh.sh" \
+      --mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
+      -H kolo-h0:1,kolo-h1:1,kolo-h2:2 -np 4 \
+      -x MASTER_ADDR=kolo-h0 -x MASTER_PORT=29610 -x KOLO_SECRET -x PATH \
+      "$PERF" allreduce -b 8 -e 1M -f 32 -c 1 -w 1 -n 2 > "$WORK/out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $attempt -eq 1 ] && grep -q "ORTE was unable to reliably start one or more daemons" "$WORK/out" || break
+    note "retrying once: Open MPI's daemons did not start (exit $rc), before any rank ran: $(grep -m1 -o 'Segmentation fault\|Signal: [A-Za-z ]*' "$WORK/out")"
+  done
   [ $rc -eq 0 ] || { tail -30 "$WORK/out"; fail "mpirun exited with $rc"; }
 }
 
