@@ -49,12 +49,18 @@ const RankOutcome& failed_rank0(const WorldOutcome& outcome) {
   return r0;
 }
 
+// Runs the "any-source-fails" scenario `failure` in a world of `world` ranks (20 s timeout),
+// with one environment variable set when `env_name` is given.
+WorldOutcome run_failing(int world, const char* failure, const char* env_name = nullptr, const char* env_value = nullptr) {
+  LaunchSpec spec = worker_launch("any-source-fails", world, std::chrono::seconds(60), "20");
+  spec.args.push_back(failure);
+  if (env_name != nullptr) spec.env[env_name] = env_value;
+  return run_world(spec);
+}
+
 TEST(AnySource, SizeMismatchNamesTheSender) {
   for (const char* transport : {"shm", "tcp"}) {
-    LaunchSpec spec = worker_launch("any-source-fails", 3, std::chrono::seconds(60), "20");
-    spec.args.push_back("mismatch");
-    spec.env["KOLO_TRANSPORT"] = transport;
-    const WorldOutcome outcome = run_world(spec);
+    const WorldOutcome outcome = run_failing(3, "mismatch", "KOLO_TRANSPORT", transport);
     const RankOutcome& r0 = failed_rank0(outcome);
     EXPECT_EQ(error_kind(r0), "MismatchError(peer 1)") << transport << ": " << r0.describe();
     EXPECT_TRUE(contains(error_text(r0), "rank 1 sent")) << r0.describe();
@@ -63,9 +69,7 @@ TEST(AnySource, SizeMismatchNamesTheSender) {
 }
 
 TEST(AnySource, TimeoutSaysAnySourceAndTheTag) {
-  LaunchSpec spec = worker_launch("any-source-fails", 2, std::chrono::seconds(60), "20");
-  spec.args.push_back("timeout");
-  const WorldOutcome outcome = run_world(spec);
+  const WorldOutcome outcome = run_failing(2, "timeout");
   const RankOutcome& r0 = failed_rank0(outcome);
   EXPECT_TRUE(contains(error_kind(r0), "TimeoutError")) << r0.describe();
   EXPECT_TRUE(contains(error_text(r0), "recv from any source")) << r0.describe();
@@ -78,10 +82,7 @@ TEST(AnySource, TimeoutSaysAnySourceAndTheTag) {
 // answers times out on its own timeout, whether its waiter or the engine thread polls for it.
 TEST(AnySource, ReceiveFromANamedRankTimesOutNamingIt) {
   for (const char* inline_mode : {"1", "0"}) {
-    LaunchSpec spec = worker_launch("any-source-fails", 2, std::chrono::seconds(60), "20");
-    spec.args.push_back("direct-timeout");
-    spec.env["KOLO_INLINE"] = inline_mode;
-    const WorldOutcome outcome = run_world(spec);
+    const WorldOutcome outcome = run_failing(2, "direct-timeout", "KOLO_INLINE", inline_mode);
     const RankOutcome& r0 = failed_rank0(outcome);
     EXPECT_TRUE(contains(error_kind(r0), "TimeoutError(peer 1)")) << inline_mode << ": " << r0.describe();
     EXPECT_TRUE(contains(error_text(r0), "timed out after 1.5 s waiting for rank 1")) << r0.describe();
@@ -91,10 +92,7 @@ TEST(AnySource, ReceiveFromANamedRankTimesOutNamingIt) {
 
 TEST(AnySource, DeadPeerWhileWaitingIsNamed) {
   for (const char* transport : {"shm", "tcp"}) {
-    LaunchSpec spec = worker_launch("any-source-fails", 3, std::chrono::seconds(60), "20");
-    spec.args.push_back("dead");
-    spec.env["KOLO_TRANSPORT"] = transport;
-    const WorldOutcome outcome = run_world(spec);
+    const WorldOutcome outcome = run_failing(3, "dead", "KOLO_TRANSPORT", transport);
     const RankOutcome& r0 = failed_rank0(outcome);
     EXPECT_EQ(error_kind(r0), "PeerError(peer 2)") << transport << ": " << r0.describe();
     EXPECT_TRUE(contains(error_text(r0), "recv from any source")) << r0.describe();
