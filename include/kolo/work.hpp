@@ -3,7 +3,6 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -56,17 +55,19 @@ class Work {
 
   const char* const op_name_;  // a static name ("allreduce"): no allocation per operation
   const uint64_t seq_;
-  // Completing takes no lock unless someone registered a callback or sleeps in wait(): each
-  // side announces itself in an atomic and then looks at the other's (seq_cst on both sides,
-  // so at least one of them sees the other).
-  mutable std::mutex mu_;  // callbacks_, and the sleep of waiters on cv_
-  std::condition_variable cv_;
-  std::atomic<bool> finishing_{false};      // finish() ran (it runs once)
-  std::atomic<bool> done_{false};           // the result is known (is_completed()); error_ is set
-  std::atomic<bool> released_flag_{false};  // callbacks have run: wait() may return
-  std::atomic<bool> has_callbacks_{false};  // on_complete() was called before completion
-  std::atomic<int> sleepers_{0};            // threads in wait() that may sleep on cv_
-  std::exception_ptr error_;  // written once, before done_ (release); read after done_ (acquire)
+  // The Work's whole state in one word, so that completing costs one atomic operation when
+  // nobody registered a callback: kFinishing (finish() ran: it runs once), kDone (the result is
+  // known: is_completed(); error_ is set), kReleased (callbacks have run: wait() may return),
+  // kCallbacks (on_complete() was called before completion), and above them the number of
+  // threads in wait() that may sleep on the word (a futex). Every side announces itself in the
+  // word and then looks at the others' bits, with sequentially consistent read-modify-writes, so
+  // at least one of two racing sides sees the other.
+  static constexpr uint32_t kFinishing = 1, kDone = 2, kReleased = 4, kCallbacks = 8, kSleeper = 16;
+  std::atomic<uint32_t> state_{0};
+  mutable std::mutex mu_;  // callbacks_ only
+  void sleep_until_released(std::chrono::milliseconds timeout);
+  void wake_sleepers();
+  std::exception_ptr error_;  // written once, before kDone is set; read after kDone is seen
   std::vector<std::function<void(Work&)>> callbacks_;
   std::weak_ptr<engine::WorkRunner> runner_;  // set once, before the operation is queued
   uint64_t ticket_ = 0;

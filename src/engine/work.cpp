@@ -2,6 +2,13 @@
 
 #include "engine/work_access.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
 #include <thread>
 
 #include "common/log.hpp"
@@ -9,52 +16,73 @@
 
 namespace kolo {
 
+// state_ is a plain 32-bit word in memory (std::atomic<uint32_t> is lock-free and has no other
+// member), so a sleeper waits on it with a futex: woken when finish() changes it, and never
+// asleep on a value that already says kReleased (the kernel compares before it sleeps).
+static uint32_t* futex_word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+
 void Work::wait(std::chrono::milliseconds timeout) {
-  if (!released_flag_.load(std::memory_order_acquire))
+  if (!(state_.load(std::memory_order_acquire) & kReleased)) {
     if (auto runner = runner_.lock()) runner->run_inline(*this, timeout);
-  // Small collectives finish within microseconds: check a few times, yielding the core, before
-  // paying for a sleep and a wake-up.
-  for (int i = 0; i < 64 && !released_flag_.load(std::memory_order_acquire); ++i) std::this_thread::yield();
-  if (!released_flag_.load(std::memory_order_acquire)) {
-    // Announce the sleep before looking at the flag under the lock: finish() stores the flag
-    // before it reads sleepers_, so either it sees us and notifies under the lock, or we see
-    // the flag and never sleep.
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    struct Leave {
-      std::atomic<int>& n;
-      ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
-    } leave{sleepers_};
-    std::unique_lock<std::mutex> lk(mu_);
-    const auto released = [&] { return released_flag_.load(std::memory_order_seq_cst); };
-    if (timeout < std::chrono::milliseconds::zero()) {
-      cv_.wait(lk, released);
-    } else if (!cv_.wait_for(lk, timeout, released)) {
-      throw TimeoutError("kolo: wait() gave up after " + std::to_string(timeout.count()) + " ms: " + op_name_ + " #" +
-                         std::to_string(seq_) + " is still running");
-    }
+    // Small collectives finish within microseconds: check a few times, yielding the core, before
+    // paying for a sleep and a wake-up.
+    for (int i = 0; i < 64 && !(state_.load(std::memory_order_acquire) & kReleased); ++i) std::this_thread::yield();
+    if (!(state_.load(std::memory_order_acquire) & kReleased)) sleep_until_released(timeout);
   }
-  // error_ was written before the flag's release store.
+  // error_ was written before kDone was set, and kReleased after it.
   if (error_) std::rethrow_exception(error_);
 }
 
+void Work::sleep_until_released(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  // Announce the sleep in the word before looking at it: finish() sets kReleased with a
+  // read-modify-write and then reads the sleeper count from the value it replaced, so either it
+  // sees us and wakes the futex, or our look below sees kReleased.
+  state_.fetch_add(kSleeper, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<uint32_t>& s;
+    ~Leave() { s.fetch_sub(kSleeper, std::memory_order_relaxed); }
+  } leave{state_};
+  for (;;) {
+    const uint32_t s = state_.load(std::memory_order_seq_cst);
+    if (s & kReleased) return;
+    timespec rel{};
+    if (timeout >= std::chrono::milliseconds::zero()) {
+      const auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero())
+        throw TimeoutError("kolo: wait() gave up after " + std::to_string(timeout.count()) + " ms: " + op_name_ + " #" +
+                           std::to_string(seq_) + " is still running");
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      rel.tv_sec = static_cast<time_t>(ns / 1000000000);
+      rel.tv_nsec = static_cast<long>(ns % 1000000000);
+    }
+    // Sleeps only while the word still holds `s`: any change (a release, another sleeper
+    // arriving or leaving) returns at once and the loop looks again.
+    syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, s,
+            timeout >= std::chrono::milliseconds::zero() ? &rel : nullptr, nullptr, 0);
+  }
+}
+
+void Work::wake_sleepers() { syscall(SYS_futex, futex_word(state_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0); }
+
 bool Work::is_completed() const {
-  if (done_.load(std::memory_order_acquire)) return true;
+  if (state_.load(std::memory_order_acquire) & kDone) return true;
   if (auto runner = runner_.lock()) runner->nudge(const_cast<Work&>(*this));
   return false;
 }
 
-bool Work::is_success() const { return done_.load(std::memory_order_acquire) && !error_; }
+bool Work::is_success() const { return (state_.load(std::memory_order_acquire) & kDone) && !error_; }
 
-std::exception_ptr Work::exception() const { return done_.load(std::memory_order_acquire) ? error_ : nullptr; }
+std::exception_ptr Work::exception() const { return (state_.load(std::memory_order_acquire) & kDone) ? error_ : nullptr; }
 
 void Work::on_complete(std::function<void(Work&)> fn) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    // Announce the callback before looking at done_; finish() stores done_ before it reads
-    // has_callbacks_: either it sees the callback (and takes it under this lock), or we see
-    // done_ and run it here.
-    has_callbacks_.store(true, std::memory_order_seq_cst);
-    if (!done_.load(std::memory_order_seq_cst)) {
+    // Announce the callback and look at kDone in one step: either finish() has not set kDone yet
+    // (it then sees kCallbacks and takes the list under this lock, after our push), or we see
+    // kDone and run the callback here.
+    if (!(state_.fetch_or(kCallbacks, std::memory_order_seq_cst) & kDone)) {
       callbacks_.push_back(std::move(fn));
       return;
     }
@@ -67,12 +95,23 @@ void Work::on_complete(std::function<void(Work&)> fn) {
 }
 
 void Work::finish(std::exception_ptr error) {
-  if (finishing_.exchange(true, std::memory_order_acq_rel)) return;
+  uint32_t s = state_.load(std::memory_order_relaxed);
+  if (!error) {
+    // The usual case, success with no callback: finishing, done and released in one step (error_
+    // stays null). A callback registered or a finish begun meanwhile fails the exchange.
+    while (!(s & (kFinishing | kCallbacks))) {
+      if (state_.compare_exchange_weak(s, s | kFinishing | kDone | kReleased, std::memory_order_seq_cst)) {
+        if (s >= kSleeper) wake_sleepers();
+        return;
+      }
+    }
+  }
+  if (state_.fetch_or(kFinishing, std::memory_order_acq_rel) & kFinishing) return;  // it runs once
   error_ = std::move(error);
-  done_.store(true, std::memory_order_seq_cst);
+  s = state_.fetch_or(kDone, std::memory_order_seq_cst);  // publishes error_
   // Callbacks run before waiters are released, so that after wait() returns every callback
-  // registered before completion has run. Without any, no lock is taken.
-  if (has_callbacks_.load(std::memory_order_seq_cst)) {
+  // registered before completion has run.
+  if (s & kCallbacks) {
     std::vector<std::function<void(Work&)>> cbs;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -86,13 +125,7 @@ void Work::finish(std::exception_ptr error) {
       }
     }
   }
-  released_flag_.store(true, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    // A waiter announced its sleep: it is either before its look at the flag (and will see it)
-    // or inside cv_.wait; taking the lock orders our notify after that.
-    { std::lock_guard<std::mutex> lk(mu_); }
-    cv_.notify_all();
-  }
+  if (state_.fetch_or(kReleased, std::memory_order_seq_cst) >= kSleeper) wake_sleepers();
 }
 
 }  // namespace kolo

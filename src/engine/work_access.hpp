@@ -38,7 +38,7 @@ struct WorkAccess {
   }
   static uint64_t ticket(const Work& w) { return w.ticket_; }
   // finish() has run to its end (callbacks included): a waiter may return.
-  static bool released(const Work& w) { return w.released_flag_.load(std::memory_order_acquire); }
+  static bool released(const Work& w) { return (w.state_.load(std::memory_order_acquire) & Work::kReleased) != 0; }
   static void set_source_rank(Work& w, int rank) { w.source_rank_.store(rank, std::memory_order_release); }
 };
 
