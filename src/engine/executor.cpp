@@ -54,7 +54,7 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
 
 Executor::~Executor() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<FutexLock> lk(mu_);
     if (!closing_) {
       closing_ = true;
       Task t;
@@ -62,16 +62,14 @@ Executor::~Executor() {
       t.ticket = next_ticket_++;
       queue_.push_back(std::move(t));
     }
-    ++wake_gen_;
   }
-  cv_.notify_all();
+  wake_.bump_and_wake();
   if (thread_.joinable()) thread_.join();
 }
 
-void Executor::submit(Task&& t) {
+void Executor::submit(Task&& t, std::unique_lock<FutexLock>& lk) {
   bool notify;
   {
-    std::lock_guard<std::mutex> lk(mu_);
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
     t.ticket = next_ticket_++;
     if (t.type != Task::Type::close)
@@ -83,12 +81,13 @@ void Executor::submit(Task&& t) {
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
     notify = !t.deferred;
+    if (t.type == Task::Type::collective) ++collectives_queued_;
     queue_.push_back(std::move(t));
-    queued_.fetch_add(1, std::memory_order_release);
-    if (notify) ++wake_gen_;
+    add_queued(1);
   }
+  lk.unlock();
   if (notify) {
-    cv_.notify_one();
+    wake_.bump_and_wake();
     ctx_->wake_sleeper();
   }
 }
@@ -107,8 +106,7 @@ void Executor::undefer_through(size_t k) {
   bool any = false;
   for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i].deferred, false);
   if (!any) return;
-  ++wake_gen_;
-  cv_.notify_one();
+  wake_.bump_and_wake();
   ctx_->wake_sleeper();
 }
 
@@ -118,10 +116,10 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   // never recovered once the engine thread had taken over: it takes every later operation
   // before its caller arrives, and the caller then finds nothing to run inline.)
   predict_inline_.store(true, std::memory_order_relaxed);
-  std::unique_lock<std::mutex> run(run_mu_, std::defer_lock);
+  std::unique_lock<FutexLock> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
-    std::unique_lock<std::mutex> lk(mu_);
+    std::unique_lock<FutexLock> lk(mu_);
     const size_t k = find_queued(w);
     if (k == SIZE_MAX) {
       // Running or done, or a send or receive already posted (by an earlier inline run): with
@@ -146,7 +144,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
       inline_batch_.push_back(std::move(queue_.front()));
       queue_.pop_moved_front();
     }
-    queued_.fetch_sub(static_cast<int>(k + 1), std::memory_order_release);
+    add_queued(-static_cast<int>(k + 1));
   }
   RunningOperations mark;
   for (Task& t : inline_batch_) run_task(t);
@@ -204,10 +202,9 @@ void Executor::drive_point_to_point(Work& w) {
   }
   // What is still in flight (a send the peer has not read yet) or queued is the engine thread's.
   if (handed_over || !pending_.empty()) {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<FutexLock> lk(mu_);
     if (!queue_.empty()) undefer_through(0);
-    ++wake_gen_;
-    cv_.notify_one();
+    wake_.bump_and_wake();
   }
 }
 
@@ -216,11 +213,11 @@ void Executor::drive_point_to_point(Work& w) {
 bool Executor::post_queued_point_to_point() {
   bool collective_next;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<FutexLock> lk(mu_);
     while (!queue_.empty() && queue_.front().type == Task::Type::point_to_point) {
       inline_batch_.push_back(std::move(queue_.front()));
       queue_.pop_moved_front();
-      queued_.fetch_sub(1, std::memory_order_release);
+      add_queued(-1);
     }
     collective_next = !queue_.empty();
   }
@@ -230,7 +227,7 @@ bool Executor::post_queued_point_to_point() {
 }
 
 void Executor::nudge(Work& w) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::lock_guard<FutexLock> lk(mu_);
   const size_t k = find_queued(w);
   if (k != SIZE_MAX) undefer_through(k);
 }
@@ -239,16 +236,15 @@ void Executor::request_abort(const std::string& reason) {
   user_aborted_.store(true);
   ctx_->peer_failed(group_.rank, transport::Failure::aborted, reason);
   {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++wake_gen_;
+    std::lock_guard<FutexLock> lk(mu_);
   }
   ctx_->wake();
-  cv_.notify_all();
+  wake_.bump_and_wake();
 }
 
 void Executor::close_and_join() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<FutexLock> lk(mu_);
     if (!closing_) {
       closing_ = true;
       Task t;
@@ -256,9 +252,8 @@ void Executor::close_and_join() {
       t.ticket = next_ticket_++;
       queue_.push_back(std::move(t));
     }
-    ++wake_gen_;
   }
-  cv_.notify_all();
+  wake_.bump_and_wake();
   ctx_->wake();
   if (thread_.joinable()) thread_.join();
   if (close_error_) std::rethrow_exception(std::exchange(close_error_, nullptr));
@@ -318,7 +313,7 @@ void Executor::wait_for_work() {
 // With run_mu_ held (through `run`): the next operation to run, or false when there is none
 // but in-flight point-to-point operations or a failure need attention. Waits without run_mu_, so
 // that a waiting caller can run a deferred operation itself meanwhile.
-bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
+bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
   // Even with nothing to do, look at the transports now and then: a peer may fail while idle.
   constexpr auto kIdleCheck = std::chrono::milliseconds(10);
   // While callers are expected to run their operations (deferral on), an idle sleep lasts at
@@ -330,7 +325,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
     const auto floor = std::chrono::microseconds(100);  // KOLO_INLINE_WINDOW_US=0: no busy loop
     return predict_inline_.load(std::memory_order_relaxed) ? std::clamp(engine_window(), floor, w) : w;
   };
-  std::unique_lock<std::mutex> lk(mu_);
+  std::unique_lock<FutexLock> lk(mu_);
   for (;;) {
     const bool attention = !pending_.empty() || (ctx_->has_failure() && !failed_);
     Clock::time_point until;
@@ -348,7 +343,7 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
         }
         *out = std::move(f);
         queue_.pop_moved_front();
-        queued_.fetch_sub(1, std::memory_order_release);
+        add_queued(-1);
         return true;
       }
       if (attention) return false;
@@ -357,33 +352,34 @@ bool Executor::take_next(std::unique_lock<std::mutex>& run, Task* out) {
       if (attention) return false;
       until = Clock::now() + idle_sleep();
     }
-    const uint64_t gen = wake_gen_;
+    const uint32_t gen = wake_.read();
     uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front().ticket;
     lk.unlock();
     run.unlock();
-    {
-      // Sleep without run_mu_, and wake up without it too: when the timer goes off while a
-      // caller runs the queue's front inline (the usual case: it arrived within the window),
-      // taking run_mu_ here would block this thread on it and make the caller pay a futex
-      // wake-up at its unlock. So look first, under mu_ only, whether anything is due.
-      // Every timer that finds its operation gone (run inline by its caller) doubles the time
-      // the engine gives the next ones, up to kMaxStretch windows: a thread woken every window
-      // costs a context switch each time, which is most of a small collective's time when
-      // ranks outnumber cores. An operation found overdue resets it (take_next above).
-      std::unique_lock<std::mutex> w(mu_);
-      while (!cv_.wait_until(w, until, [&] { return wake_gen_ != gen; })) {
-        if (ctx_->has_failure()) break;
-        const auto now = Clock::now();
-        if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
-        if (queue_.empty()) {
-          until = now + idle_sleep();
-          continue;
-        }
-        const Task& f = queue_.front();
-        if (!f.deferred || now >= due(f, now)) break;  // due: take it
-        waited_ticket = f.ticket;
-        until = due(f, now);  // a later operation, still left for its caller
+    // Sleep without run_mu_, and wake up without it too: when the timer goes off while a caller
+    // runs the queue's front inline (the usual case: it arrived within the window), taking
+    // run_mu_ here would block this thread on it and make the caller pay a futex wake-up at its
+    // unlock. So look first, under mu_ only, whether anything is due.
+    // Every timer that finds its operation gone (run inline by its caller) doubles the time the
+    // engine gives the next ones, up to kMaxStretch windows: a thread woken every window costs a
+    // context switch each time, which is most of a small collective's time when ranks outnumber
+    // cores. An operation found overdue resets it (take_next above).
+    for (;;) {
+      wake_.sleep(gen, until);
+      if (wake_.read() != gen) break;  // woken: look again from the top
+      const auto now = Clock::now();
+      if (now < until) continue;  // a spurious return
+      std::lock_guard<FutexLock> w(mu_);
+      if (ctx_->has_failure()) break;
+      if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
+      if (queue_.empty()) {
+        until = now + idle_sleep();
+        continue;
       }
+      const Task& f = queue_.front();
+      if (!f.deferred || now >= due(f, now)) break;  // due: take it
+      waited_ticket = f.ticket;
+      until = due(f, now);  // a later operation, still left for its caller
     }
     run.lock();
     lk.lock();
@@ -406,16 +402,19 @@ void Executor::run_task(Task& t) {
     error_delivered_ = true;
     fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, not_run_error(t));
-  } else if (t.type == Task::Type::collective) {
-    run_collective(t);
-  } else {
+  } else if (t.type != Task::Type::collective) {
     post_point_to_point(t);
+    return;
+  } else {
+    run_collective(t);
   }
+  if (t.type == Task::Type::collective)
+    collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void Executor::loop() {
   RunningOperations mark;
-  std::unique_lock<std::mutex> run(run_mu_);
+  std::unique_lock<FutexLock> run(run_mu_);
   for (;;) {
     Task t;
     run.unlock();

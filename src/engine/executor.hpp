@@ -13,7 +13,6 @@
 // waits for (drive_point_to_point), posting those issued meanwhile as the engine thread would.
 // run_mu_ makes sure only one thread at a time runs operations and touches the transports.
 #pragma once
-#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <list>
@@ -23,6 +22,7 @@
 #include <thread>
 
 #include "algorithms/algorithm.hpp"
+#include "common/futex_lock.hpp"
 #include "common/ring_queue.hpp"
 #include "engine/context.hpp"
 #include "engine/engine_comm.hpp"
@@ -56,9 +56,19 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::milliseconds close_timeout);
   ~Executor() override;  // stops the thread; the caller shut down or aborted first
 
-  // Takes the task by reference to move it once, into the queue. The executor must be owned by a
-  // shared_ptr (Works refer to it weakly).
-  void submit(Task&& t);
+  // Issuing is one step under the queue lock, the only lock an issue takes: the caller stamps
+  // its operation (sequence numbers, which its group counts under this lock too) and queues it
+  // while holding it, so the queue is in stamp order when several threads issue.
+  std::unique_lock<FutexLock> lock_queue() { return std::unique_lock<FutexLock>(mu_); }
+  // With lock_queue()'s lock: queues the task (moved once), then unlocks and wakes the engine
+  // thread unless the task is left for its caller. The executor must be owned by a shared_ptr
+  // (Works refer to it weakly).
+  void submit(Task&& t, std::unique_lock<FutexLock>& lk);
+  // With that lock: every collective queued so far has completed (its callbacks have run).
+  // Collectives run one at a time in queue order, so two counters say it.
+  bool collectives_done(const std::unique_lock<FutexLock>&) const {
+    return collectives_done_.load(std::memory_order_acquire) == collectives_queued_;
+  }
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
@@ -91,7 +101,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
 
   void loop();
   void wait_for_work();
-  bool take_next(std::unique_lock<std::mutex>& run, Task* out);
+  bool take_next(std::unique_lock<FutexLock>& run, Task* out);
   void run_task(Task& t);
   size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
   void undefer_through(size_t k);           // mu_ held
@@ -119,7 +129,13 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
   WaitPolicy wait_;  // how its collectives wait for messages
-  std::atomic<int> queued_{0};  // queue_.size(), readable without the lock
+  // queue_.size(), readable without the lock; written under mu_ only (a plain store, no
+  // read-modify-write).
+  std::atomic<int> queued_{0};
+  void add_queued(int n) { queued_.store(queued_.load(std::memory_order_relaxed) + n, std::memory_order_release); }
+  uint64_t collectives_queued_ = 0;  // under mu_
+  // Collectives finished (run_task; under run_mu_, one writer at a time: a plain store).
+  std::atomic<uint64_t> collectives_done_{0};
   bool inline_enabled_;
   std::chrono::microseconds inline_window_;
   // How long the engine thread leaves a deferred operation to its caller: the window, stretched
@@ -133,12 +149,12 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::chrono::steady_clock::time_point front_seen_at_;
   std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
 
-  std::mutex run_mu_;  // held by whichever thread runs operations or polls the transports
-  std::mutex mu_;      // the queue; taken after run_mu_ when both are needed
-  std::condition_variable cv_;
+  FutexLock run_mu_;  // held by whichever thread runs operations or polls the transports
+  FutexLock mu_;      // the queue; taken after run_mu_ when both are needed
+  // Bumped (after a change under mu_) whenever the engine thread must look again; it sleeps on it.
+  WakeWord wake_;
   RingQueue<Task> queue_;
-  uint64_t wake_gen_ = 0;
-  uint64_t next_ticket_ = 0;  // under mu_  // bumped (under mu_) whenever the engine thread must look again
+  uint64_t next_ticket_ = 0;  // under mu_
   bool closing_ = false;
 
   // Point-to-point receives posted per peer (run_mu_): the sequence number the next one's tag

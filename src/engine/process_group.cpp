@@ -56,21 +56,21 @@ struct ProcessGroup::Impl {
   std::vector<std::string> host_ids;
   algo::HostLayout hosts;  // host_ids as algorithms see them (selection, hierarchical algorithms)
   algo::SelectionTunables selection = algo::SelectionTunables::from_config();  // read once per group
-  algo::SelectionMemo chosen;  // under `mu`
+  algo::SelectionMemo chosen;  // queue lock
   std::shared_ptr<engine::Executor> executor;  // shared: Works refer to it (weakly) to run inline
   std::shared_ptr<SharedConnections> connections;  // null once this group is shut down
   // Set for a subgroup that shares its parent's connections: its ranks and tag id as the
   // executor sees them (shared_group.hpp). Null for a group that owns its connections.
   std::shared_ptr<const engine::GroupInfo> shared;
-  WorkPtr last;  // a sharing subgroup's last operation: its shutdown waits for it (under mu)
-  // The last collective (or receive from any source) issued, under `mu`: collectives complete in
-  // issue order, so one with nothing to move may complete at issue only once this one has.
-  WorkPtr last_collective;
+  WorkPtr last;  // a sharing subgroup's last operation: its shutdown waits for it (queue lock)
 
-  std::mutex mu;  // issue order
-  // Works' memory, recycled: taken under `mu` only (the pool's one consumer).
+  // What is marked "queue lock" is read and written under the executor's queue lock
+  // (Executor::lock_queue), which every issue takes anyway: one lock per issue, and issue order
+  // is queue order. The rest of the group's own state (split counts) is under `mu`.
+  std::mutex mu;
+  // Works' memory, recycled: taken under the queue lock only (the pool's one consumer).
   std::shared_ptr<engine::WorkPool> works = std::make_shared<engine::WorkPool>();
-  uint64_t coll_seq = 0;
+  uint64_t coll_seq = 0;  // queue lock, and so are the counters below and shut_down
   // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
   // executor numbers receives again when it posts them: executor.hpp); and the receives from
   // any source, numbered apart (they take no collective number: other ranks do not count them).
@@ -213,7 +213,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   const bool any_source = args.kind == CollKind::recv && args.root == kAnySource;
   const bool p2p = args.kind == CollKind::send || (args.kind == CollKind::recv && !any_source);
   const bool empty = moves_nothing(args);
-  std::lock_guard<std::mutex> lk(mu);
+  auto lk = executor->lock_queue();
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
   algo::SelectionMemo::Choice choice{nullptr, 0};
   if (any_source) {
@@ -256,15 +256,16 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   if (p2p && t.args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*t.work, t.args.root);
   t.overlap = opts.overlap;
   WorkPtr w = t.work;
-  if (empty && (!last_collective || engine::WorkAccess::released(*last_collective)) && !executor->failed()) {
+  if (empty && executor->collectives_done(lk) && !executor->failed()) {
     // Every earlier collective has completed and nothing is to move: complete now, without the
     // queue, the flight recorder or a look at the transports (a failed group takes the queue,
     // which reports the failure).
     engine::WorkAccess::finish(*w, nullptr);
   } else {
-    executor->submit(std::move(t));
+    if (shared) last = w;
+    executor->submit(std::move(t), lk);  // unlocks
+    return w;
   }
-  if (!p2p) last_collective = w;
   if (shared) last = w;
   return w;
 }
@@ -441,8 +442,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::subgroup_of_members(const std::vecto
                           " is not in the list (only members call it)");
   int occurrence;
   {
-    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto queue_lock = impl_->executor->lock_queue();
     if (impl_->shut_down) throw Error("kolo: subgroup_of_members on group " + name() + " after shutdown()");
+  }
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
     occurrence = impl_->member_subgroups[ranks]++;
   }
   // Every member has made the same number of subgroups with this exact list before: the same
@@ -459,7 +463,7 @@ void ProcessGroup::abort(const std::string& reason) {
 void ProcessGroup::shutdown() {
   WorkPtr last;
   {
-    std::lock_guard<std::mutex> lk(impl_->mu);
+    auto lk = impl_->executor->lock_queue();
     if (impl_->shut_down) return;
     impl_->shut_down = true;
     last = std::move(impl_->last);

@@ -2,24 +2,18 @@
 
 #include "engine/work_access.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
 #include <ctime>
 #include <thread>
 
+#include "common/futex_lock.hpp"
 #include "common/log.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo {
 
-// state_ is a plain 32-bit word in memory (std::atomic<uint32_t> is lock-free and has no other
-// member), so a sleeper waits on it with a futex: woken when finish() changes it, and never
-// asleep on a value that already says kReleased (the kernel compares before it sleeps).
-static uint32_t* futex_word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+// state_ is a plain 32-bit word in memory, so a sleeper waits on it with a futex: woken when
+// finish() changes it, and never asleep on a value that already says kReleased (the kernel
+// compares before it sleeps).
 
 void Work::wait(std::chrono::milliseconds timeout) {
   if (!(state_.load(std::memory_order_acquire) & kReleased)) {
@@ -59,12 +53,11 @@ void Work::sleep_until_released(std::chrono::milliseconds timeout) {
     }
     // Sleeps only while the word still holds `s`: any change (a release, another sleeper
     // arriving or leaving) returns at once and the loop looks again.
-    syscall(SYS_futex, futex_word(state_), FUTEX_WAIT_PRIVATE, s,
-            timeout >= std::chrono::milliseconds::zero() ? &rel : nullptr, nullptr, 0);
+    futex_detail::wait(state_, s, timeout >= std::chrono::milliseconds::zero() ? &rel : nullptr);
   }
 }
 
-void Work::wake_sleepers() { syscall(SYS_futex, futex_word(state_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0); }
+void Work::wake_sleepers() { futex_detail::wake(state_, INT_MAX); }
 
 bool Work::is_completed() const {
   if (state_.load(std::memory_order_acquire) & kDone) return true;

@@ -3,9 +3,10 @@
 // a few Works in circulation.
 //
 // Blocks are taken only by the issuing thread under the group's issue lock (one consumer at a
-// time) and given back by whichever thread drops a Work's last reference (many producers). A
-// Treiber stack is ABA-free with a single consumer: only the consumer removes nodes, so the
-// node it read at the head cannot have been removed and pushed again behind its back.
+// time) and given back by whichever thread drops a Work's last reference (many producers, a
+// lock-free stack). The consumer takes the whole stack at once (one exchange) into a list of its
+// own and pops from that without atomics: an issue costs an atomic operation only when its list
+// runs dry, and no ABA can arise (nobody pops from the shared stack).
 // Every Work's allocator holds the pool, so the pool lives until the last Work is gone.
 #pragma once
 #include <atomic>
@@ -21,11 +22,12 @@ class WorkPool {
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
   ~WorkPool() {
-    for (Node* n = head_.load(); n != nullptr;) {
-      Node* next = n->next;
-      ::operator delete(n);
-      n = next;
-    }
+    for (Node* list : {head_.load(), mine_})
+      for (Node* n = list; n != nullptr;) {
+        Node* next = n->next;
+        ::operator delete(n);
+        n = next;
+      }
   }
 
   void* take(size_t bytes) {
@@ -37,10 +39,12 @@ class WorkPool {
       for (int i = 0; i < kInitialBlocks; ++i) give_back(::operator new(bytes), bytes);
     }
     if (bytes != block_bytes_) return ::operator new(bytes);  // not a Work block: not pooled
-    Node* h = head_.load(std::memory_order_acquire);
-    while (h != nullptr && !head_.compare_exchange_weak(h, h->next, std::memory_order_acquire)) {
-    }
-    return h != nullptr ? static_cast<void*>(h) : ::operator new(bytes);
+    if (mine_ == nullptr && head_.load(std::memory_order_relaxed) != nullptr)
+      mine_ = head_.exchange(nullptr, std::memory_order_acquire);
+    Node* h = mine_;
+    if (h == nullptr) return ::operator new(bytes);
+    mine_ = h->next;
+    return h;
   }
   void give_back(void* p, size_t bytes) {
     if (bytes != block_bytes_) return ::operator delete(p);
@@ -55,7 +59,8 @@ class WorkPool {
   struct Node {
     Node* next;
   };
-  std::atomic<Node*> head_{nullptr};
+  std::atomic<Node*> head_{nullptr};  // given back, not yet taken over by the consumer
+  Node* mine_ = nullptr;              // the consumer's own list (under the issue lock)
   size_t block_bytes_ = 0;  // written by the first take(); read after the Works it made exist
 };
 
