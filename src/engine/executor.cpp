@@ -57,32 +57,39 @@ Executor::~Executor() {
     std::lock_guard<FutexLock> lk(mu_);
     if (!closing_) {
       closing_ = true;
-      Task t;
-      t.type = Task::Type::close;
-      t.ticket = next_ticket_++;
-      queue_.push_back(std::move(t));
+      close_task_.type = Task::Type::close;
+      close_task_.ticket = next_ticket_++;
+      queue_.push_back(&close_task_);
     }
   }
   wake_.bump_and_wake();
   if (thread_.joinable()) thread_.join();
+  // The thread ran everything queued before the close; anything left (it cannot be, but a
+  // task's reference to its own Work would otherwise keep it alive for ever) is let go.
+  while (!queue_.empty()) {
+    if (queue_.front()->work) release(*queue_.front());
+    queue_.pop_front();
+  }
 }
 
-void Executor::submit(Task&& t, std::unique_lock<FutexLock>& lk) {
+void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
   bool notify;
   {
     if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
+    t.work = std::move(work);
     t.ticket = next_ticket_++;
-    if (t.type != Task::Type::close)
-      t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
-                         t.args.bytes(), t.args.root);
     if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
     // No clock is read here: whether a deferred operation waited too long for its caller is the
     // engine thread's to judge (due()).
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
     notify = !t.deferred;
+    if (t.type != Task::Type::close)
+      t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
+                         t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);
     if (t.type == Task::Type::collective) ++collectives_queued_;
-    queue_.push_back(std::move(t));
+    Task* queued = &t;
+    queue_.push_back(std::move(queued));
     add_queued(1);
   }
   lk.unlock();
@@ -96,15 +103,15 @@ size_t Executor::find_queued(const Work& w) const {
   // Tasks leave the queue only from the front, so a task's index is its ticket's distance from
   // the front's: no search, however many operations are queued.
   if (queue_.empty()) return SIZE_MAX;
-  const uint64_t front = queue_.front().ticket, t = WorkAccess::ticket(w);
+  const uint64_t front = queue_.front()->ticket, t = WorkAccess::ticket(w);
   if (t < front || t - front >= queue_.size()) return SIZE_MAX;
   const size_t k = static_cast<size_t>(t - front);
-  return queue_[k].work.get() == &w ? k : SIZE_MAX;
+  return queue_[k]->work.get() == &w ? k : SIZE_MAX;
 }
 
 void Executor::undefer_through(size_t k) {
   bool any = false;
-  for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i].deferred, false);
+  for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i]->deferred, false);
   if (!any) return;
   wake_.bump_and_wake();
   ctx_->wake_sleeper();
@@ -126,7 +133,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
       // the engine thread idle, poll for it here rather than sleep until that thread does.
       lk.unlock();
       const Pending* p = run.owns_lock() ? find_pending(w) : nullptr;
-      if (!p || !within(wait_timeout, p->task.timeout)) return false;
+      if (!p || !within(wait_timeout, p->task->timeout)) return false;
       RunningOperations mark;
       drive_point_to_point(w);
       return true;
@@ -135,19 +142,20 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     // waiter does not want to be released before the operations' own timeouts could end them.
     bool ok = run.owns_lock();
     for (size_t i = 0; ok && i <= k; ++i)
-      ok = queue_[i].type != Task::Type::close && within(wait_timeout, queue_[i].timeout);
+      ok = queue_[i]->type != Task::Type::close && within(wait_timeout, queue_[i]->timeout);
     if (!ok) {
       undefer_through(k);  // the waiter will sleep: the engine thread must run them now
       return false;
     }
     for (size_t i = 0; i <= k; ++i) {
-      inline_batch_.push_back(std::move(queue_.front()));
-      queue_.pop_moved_front();
+      inline_batch_.push_back(queue_.front());
+      queue_.pop_front();
     }
     add_queued(-static_cast<int>(k + 1));
   }
   RunningOperations mark;
-  for (Task& t : inline_batch_) run_task(t);
+  // `w` stays alive throughout: its caller holds a reference.
+  for (Task* t : inline_batch_) run_task(*t);
   inline_batch_.clear();  // keeps its capacity: the next inline run allocates nothing
   check_pending();
   // A send or receive is posted now; the caller polls until it completes.
@@ -157,7 +165,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
 
 const Executor::Pending* Executor::find_pending(const Work& w) const {
   for (const Pending& p : pending_)
-    if (p.task.work.get() == &w) return &p;
+    if (p.task->work.get() == &w) return &p;
   return nullptr;
 }
 
@@ -214,14 +222,14 @@ bool Executor::post_queued_point_to_point() {
   bool collective_next;
   {
     std::lock_guard<FutexLock> lk(mu_);
-    while (!queue_.empty() && queue_.front().type == Task::Type::point_to_point) {
-      inline_batch_.push_back(std::move(queue_.front()));
-      queue_.pop_moved_front();
+    while (!queue_.empty() && queue_.front()->type == Task::Type::point_to_point) {
+      inline_batch_.push_back(queue_.front());
+      queue_.pop_front();
       add_queued(-1);
     }
     collective_next = !queue_.empty();
   }
-  for (Task& t : inline_batch_) run_task(t);
+  for (Task* t : inline_batch_) run_task(*t);
   inline_batch_.clear();
   return !collective_next;
 }
@@ -247,10 +255,9 @@ void Executor::close_and_join() {
     std::lock_guard<FutexLock> lk(mu_);
     if (!closing_) {
       closing_ = true;
-      Task t;
-      t.type = Task::Type::close;
-      t.ticket = next_ticket_++;
-      queue_.push_back(std::move(t));
+      close_task_.type = Task::Type::close;
+      close_task_.ticket = next_ticket_++;
+      queue_.push_back(&close_task_);
     }
   }
   wake_.bump_and_wake();
@@ -293,10 +300,11 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   if (!pending_.empty()) error_delivered_ = true;
   while (!pending_.empty()) {
-    Task t = retire_pending(0);
+    Task& t = *retire_pending(0);
     fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, std::make_exception_ptr(PeerError("kolo: " + where(t) + " failed: " + reason,
                                                                   info(t).from_ctx_peer(culprit))));
+    release(t);
   }
 }
 
@@ -313,7 +321,7 @@ void Executor::wait_for_work() {
 // With run_mu_ held (through `run`): the next operation to run, or false when there is none
 // but in-flight point-to-point operations or a failure need attention. Waits without run_mu_, so
 // that a waiting caller can run a deferred operation itself meanwhile.
-bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
+bool Executor::take_next(std::unique_lock<FutexLock>& run, Task** out) {
   // Even with nothing to do, look at the transports now and then: a peer may fail while idle.
   constexpr auto kIdleCheck = std::chrono::milliseconds(10);
   // While callers are expected to run their operations (deferral on), an idle sleep lasts at
@@ -330,7 +338,7 @@ bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
     const bool attention = !pending_.empty() || (ctx_->has_failure() && !failed_);
     Clock::time_point until;
     if (!queue_.empty()) {
-      Task& f = queue_.front();
+      Task& f = *queue_.front();
       const auto now = f.deferred ? Clock::now() : Clock::time_point{};
       const bool young = f.deferred && now < due(f, now);
       if (!young) {
@@ -339,10 +347,10 @@ bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
         if (f.deferred) {
           predict_inline_.store(false, std::memory_order_relaxed);
           window_stretch_ = 1;
-          for (size_t i = 1; i < queue_.size(); ++i) queue_[i].deferred = false;
+          for (size_t i = 1; i < queue_.size(); ++i) queue_[i]->deferred = false;
         }
-        *out = std::move(f);
-        queue_.pop_moved_front();
+        *out = &f;
+        queue_.pop_front();
         add_queued(-1);
         return true;
       }
@@ -353,7 +361,7 @@ bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
       until = Clock::now() + idle_sleep();
     }
     const uint32_t gen = wake_.read();
-    uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front().ticket;
+    uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front()->ticket;
     lk.unlock();
     run.unlock();
     // Sleep without run_mu_, and wake up without it too: when the timer goes off while a caller
@@ -371,12 +379,12 @@ bool Executor::take_next(std::unique_lock<FutexLock>& run, Task* out) {
       if (now < until) continue;  // a spurious return
       std::lock_guard<FutexLock> w(mu_);
       if (ctx_->has_failure()) break;
-      if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
+      if (queue_.empty() || queue_.front()->ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
       if (queue_.empty()) {
         until = now + idle_sleep();
         continue;
       }
-      const Task& f = queue_.front();
+      const Task& f = *queue_.front();
       if (!f.deferred || now >= due(f, now)) break;  // due: take it
       waited_ticket = f.ticket;
       until = due(f, now);  // a later operation, still left for its caller
@@ -403,25 +411,26 @@ void Executor::run_task(Task& t) {
     fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, not_run_error(t));
   } else if (t.type != Task::Type::collective) {
-    post_point_to_point(t);
+    post_point_to_point(t);  // pending now: released when it ends
     return;
   } else {
     run_collective(t);
   }
-  if (t.type == Task::Type::collective)
-    collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  const bool collective = t.type == Task::Type::collective;
+  release(t);  // `t` may be gone from here on
+  if (collective) collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void Executor::loop() {
   RunningOperations mark;
   std::unique_lock<FutexLock> run(run_mu_);
   for (;;) {
-    Task t;
+    Task* next = nullptr;
     run.unlock();
     wait_for_work();
     run.lock();
     const uint64_t key = ctx_->wake_key();  // before take_next looks at the queue
-    if (!take_next(run, &t)) {
+    if (!take_next(run, &next)) {
       // Idle but point-to-point operations are in flight, or a failure needs handling.
       if (ctx_->has_failure() && !failed_) {
         // A peer failed while this rank was idle: the next operation reports it.
@@ -440,10 +449,10 @@ void Executor::loop() {
       check_pending();
       continue;
     }
-    switch (t.type) {
+    switch (next->type) {
       case Task::Type::collective:
       case Task::Type::point_to_point:
-        run_task(t);
+        run_task(*next);
         break;
       case Task::Type::close: {
         // Finish what is in flight, then say goodbye.
@@ -551,7 +560,7 @@ void Executor::post_point_to_point(Task& t) {
   const void* data = t.args.send;
   // Queued before it is posted: a post may complete at once, and check_pending must find it.
   // No deadline yet: the first look at the clock while it is pending sets it (check_pending).
-  pending_.push_back(Pending{std::move(t), std::move(req), Clock::time_point{}});
+  pending_.push_back(Pending{&t, std::move(req), Clock::time_point{}});
   sync_pending_count();
   if (send) ctx_->pair(peer).post_send(data, bytes, tag, r);
   else ctx_->pair(peer).post_recv(buf, bytes, tag, r);
@@ -563,9 +572,9 @@ uint64_t* Executor::recv_counters(const GroupInfo& g) {
   return g.p2p_recv_seq.data();
 }
 
-Task Executor::retire_pending(size_t i) {
+Task* Executor::retire_pending(size_t i) {
   Pending& p = pending_[i];
-  Task t = std::move(p.task);
+  Task* t = p.task;
   spare_reqs_.push_back(std::move(p.req));
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
   sync_pending_count();
@@ -584,11 +593,12 @@ void Executor::check_pending(Clock::time_point now) {
     Request& r = *p.req;
     // Its timeout counts from the first time the clock was read while it was pending (a send
     // or receive that completes at once costs no clock read).
-    if (clock_read && p.deadline == Clock::time_point{}) p.deadline = now + p.task.timeout;
+    if (clock_read && p.deadline == Clock::time_point{}) p.deadline = now + p.task->timeout;
     if (r.state == Request::State::done) {
-      Task t = retire_pending(i);
+      Task& t = *retire_pending(i);
       fr_->finished(t.fr, true);
       WorkAccess::finish(*t.work, nullptr);
+      release(t);
       continue;
     }
     const bool overdue = clock_read && now >= p.deadline;
@@ -596,9 +606,9 @@ void Executor::check_pending(Clock::time_point now) {
       std::exception_ptr err;
       try {
         const GroupInfo& g = info(p);
-        const std::string at = where(p.task);
+        const std::string at = where(*p.task);
         if (r.state == Request::State::pending && !ctx_->has_failure())
-          raise_timeout(at, p.task.timeout, r, false, p.task.stamp.seq, g);
+          raise_timeout(at, p.task->timeout, r, false, p.task->stamp.seq, g);
         if (r.state == Request::State::pending) raise_failure(at, as_seen_by(g, ctx_->failure()));
         raise_request_failure(at, r, *ctx_, g);
       } catch (const Error& e) {
@@ -609,11 +619,12 @@ void Executor::check_pending(Clock::time_point now) {
         }
         // Out of the list before the group fails: fail_group() finishes every other pending Work
         // with the group's error, and this one carries its own.
-        Task failing = retire_pending(i);
+        Task& failing = *retire_pending(i);
         fr_->finished(failing.fr, false);
         fail_group(e, info(failing));
         error_delivered_ = true;
         WorkAccess::finish(*failing.work, err);
+        release(failing);
         return;
       }
     }

@@ -34,6 +34,9 @@
 
 namespace kolo::engine {
 
+// An operation as the engine runs it. It lives inside its Work (Operation below), so issuing,
+// queueing and running it moves a pointer, never the task: the queue, the inline batch and the
+// list of posted sends and receives hold Task*.
 struct Task {
   enum class Type { collective, point_to_point, close };
   Type type = Type::collective;
@@ -41,6 +44,8 @@ struct Task {
   const algo::Algorithm* algorithm = nullptr;
   Stamp stamp;
   std::chrono::milliseconds timeout{0};
+  // The engine's reference to the Work this task lives in, from submit() until the operation
+  // has ended (Executor::release): a Work the caller dropped stays alive while queued.
   WorkPtr work;
   bool overlap = false;   // Options.overlap: start on the engine thread at once
   bool deferred = false;  // left for the waiting caller to run (see above)
@@ -49,6 +54,12 @@ struct Task {
   // The group it belongs to when that is a subgroup sharing this executor's connections
   // (ProcessGroup::split with share_connections); null for the executor's own group.
   std::shared_ptr<const GroupInfo> group;
+};
+
+// A Work with its task in the same block (one allocation from the group's Work pool).
+struct Operation final : Work {
+  Operation(Work::Token token, const char* op_name, uint64_t seq) : Work(token, op_name, seq) {}
+  Task task;
 };
 
 class Executor final : public WorkRunner, public std::enable_shared_from_this<Executor> {
@@ -63,7 +74,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // With lock_queue()'s lock: queues the task (moved once), then unlocks and wakes the engine
   // thread unless the task is left for its caller. The executor must be owned by a shared_ptr
   // (Works refer to it weakly).
-  void submit(Task&& t, std::unique_lock<FutexLock>& lk);
+  // `t` lives in `work` (an Operation); the queue holds &t and `work` is the engine's reference.
+  void submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk);
   // With that lock: every collective queued so far has completed (its callbacks have run).
   // Collectives run one at a time in queue order, so two counters say it.
   bool collectives_done(const std::unique_lock<FutexLock>&) const {
@@ -88,21 +100,24 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // task (its Work, stamp, timeout) moves in, the request comes from spare_reqs_, and the text
   // naming the operation is made only if it fails.
   struct Pending {
-    Task task;  // stamp.seq: the pair's point-to-point sequence number (for the blame chain)
+    Task* task;  // stamp.seq: the pair's point-to-point sequence number (for the blame chain)
     std::unique_ptr<transport::Request> req;  // a stable address: the transport holds it
     std::chrono::steady_clock::time_point deadline;
   };
   // Ends pending_[i] (its Work is the caller's to finish): the request goes back to the spares.
-  Task retire_pending(size_t i);
+  Task* retire_pending(size_t i);
+  // The operation has ended (its Work finished): drops the engine's reference, which may free
+  // the Work and the task in it.
+  static void release(Task& t) { WorkPtr last = std::move(t.work); }
   const GroupInfo& info(const Task& t) const { return t.group ? *t.group : group_; }
-  const GroupInfo& info(const Pending& p) const { return info(p.task); }
+  const GroupInfo& info(const Pending& p) const { return info(*p.task); }
   // The group's counters of point-to-point receives per peer, numbered when posted.
   static uint64_t* recv_counters(const GroupInfo& g);
 
   void loop();
   void wait_for_work();
-  bool take_next(std::unique_lock<FutexLock>& run, Task* out);
-  void run_task(Task& t);
+  bool take_next(std::unique_lock<FutexLock>& run, Task** out);
+  void run_task(Task& t);  // and release(t), unless it became a pending send or receive
   size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
   void undefer_through(size_t k);           // mu_ held
   void sync_pending_count() { pending_n_.store(pending_.size(), std::memory_order_release); }
@@ -125,7 +140,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   Scratch scratch_;
   RequestArena coll_reqs_;           // the running collective's requests (run_mu_)
   BumpArena coll_temp_;              // its algorithm's bookkeeping (Comm::temp; run_mu_)
-  std::vector<Task> inline_batch_;   // what run_inline() took from the queue (run_mu_)
+  std::vector<Task*> inline_batch_;   // what run_inline() took from the queue (run_mu_)
   std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
   WaitPolicy wait_;  // how its collectives wait for messages
@@ -153,7 +168,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   FutexLock mu_;      // the queue; taken after run_mu_ when both are needed
   // Bumped (after a change under mu_) whenever the engine thread must look again; it sleeps on it.
   WakeWord wake_;
-  RingQueue<Task> queue_;
+  RingQueue<Task*> queue_;
+  Task close_task_;  // queued once, by whichever of close_and_join() and the destructor is first
   uint64_t next_ticket_ = 0;  // under mu_
   bool closing_ = false;
 

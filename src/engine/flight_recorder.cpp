@@ -155,7 +155,8 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
   return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
 }
 
-FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root) {
+FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
+                                    bool stamp) {
   if (ring_.empty()) return nullptr;
   // One writer: the executor calls this under its queue lock, so plain loads and stores do
   // (no locked read-modify-write on every issue); the dumper, another thread, only reads.
@@ -169,7 +170,7 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   e.algorithm = algorithm;
   e.bytes = bytes;
   e.root = root;
-  e.issued = ticks_now();
+  e.issued = stamp ? ticks_now() : 0;
   e.state.store(FlightEntry::queued, std::memory_order_relaxed);
   e.waiting_on.store(-1, std::memory_order_relaxed);
   e.started.store(0, std::memory_order_relaxed);

@@ -7,8 +7,11 @@
 //
 // Cost on the hot path (KOLO_FR_SIZE > 0): no allocation, no lock, no clock read; per operation a
 // slot write at issue, a start and a finish mark, each with a time-stamp counter read (ticks.hpp),
-// turned into times only when the ring is dumped. The waited-for peer is written only on a
-// wait's slow path.
+// turned into times only when the ring is dumped. An operation left for its caller to run
+// (deferred: the caller waits for it at once, as a synchronous collective does) takes no issue
+// time: issue and start are then the same moment as far as a dump can tell, and a dump shows it
+// as 0 ("not stamped") until it starts. The waited-for peer is written only on a wait's slow
+// path.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -31,7 +34,7 @@ struct FlightEntry {
   const char* algorithm = "";
   uint64_t bytes = 0;
   int root = -1;
-  uint64_t issued = 0;         // ticks (common/ticks.hpp)
+  uint64_t issued = 0;         // ticks (common/ticks.hpp); 0 for one its caller runs (above)
   // Updated as the operation moves.
   std::atomic<int> state{queued};
   std::atomic<int> waiting_on{-1};
@@ -51,7 +54,8 @@ class FlightRecorder {
 
   // Each marks the time itself (ticks_now()). record() has one caller at a time (the executor,
   // under its queue lock).
-  FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root);
+  // `stamp`: read the issue time (operations the engine thread will run).
+  FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root, bool stamp);
   void started(FlightEntry* e, const char* transport);
   void finished(FlightEntry* e, bool ok);
 

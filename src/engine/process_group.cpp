@@ -206,8 +206,6 @@ static const algo::Algorithm kNothingToMove{"none (count 0)", CollKind::allreduc
 
 WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts) {
   engine::validate(args, send, recv, rank, size);
-  engine::Task t;
-  t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   // A receive from any source runs its algorithm like a collective (to completion, in issue
   // order: recv_any.cpp) but is stamped like a point-to-point message.
   const bool any_source = args.kind == CollKind::recv && args.root == kAnySource;
@@ -215,16 +213,17 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   const bool empty = moves_nothing(args);
   auto lk = executor->lock_queue();
   if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
+  const algo::Algorithm* algorithm = nullptr;
   algo::SelectionMemo::Choice choice{nullptr, 0};
   if (any_source) {
-    t.algorithm = algo::find_algorithm(CollKind::recv, "any");
+    algorithm = algo::find_algorithm(CollKind::recv, "any");
   } else if (empty) {
-    t.algorithm = &kNothingToMove;
+    algorithm = &kNothingToMove;
   } else if (!p2p) {
     choice = chosen.choose(args, hosts, opts.algorithm, selection);
-    t.algorithm = choice.algorithm;
+    algorithm = choice.algorithm;
   }
-  engine::Stamp& s = t.stamp;
+  engine::Stamp s;
   s.kind = args.kind;
   s.dtype = args.dtype;
   s.count = args.count;
@@ -239,7 +238,6 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.seq = counter[static_cast<size_t>(args.root)]++;
     s.kind = CollKind::send;
     s.root_or_tag = args.tag;
-    t.type = engine::Task::Type::point_to_point;
   } else {
     s.seq = coll_seq++;
     bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
@@ -247,27 +245,29 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.root_or_tag = static_cast<uint32_t>(args.root);
     s.algo_index = choice.index;
   }
-  if (shared) {
-    s.group = shared->id;
-    t.group = shared;
-  }
-  t.args = std::move(args);
-  t.work = engine::WorkAccess::make(works, algo::coll_name(t.args.kind), s.seq);
-  if (p2p && t.args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*t.work, t.args.root);
+  if (shared) s.group = shared->id;
+  // The Work and its task, in one block from the pool; the task is filled in place.
+  std::shared_ptr<engine::Operation> op = engine::WorkAccess::make_in_pool<engine::Operation>(works, algo::coll_name(args.kind), s.seq);
+  engine::Task& t = op->task;
+  t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
+  t.algorithm = algorithm;
+  t.stamp = s;
+  t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   t.overlap = opts.overlap;
-  WorkPtr w = t.work;
+  if (shared) t.group = shared;
+  if (p2p && args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*op, args.root);
+  t.args = std::move(args);
   if (empty && executor->collectives_done(lk) && !executor->failed()) {
     // Every earlier collective has completed and nothing is to move: complete now, without the
     // queue, the flight recorder or a look at the transports (a failed group takes the queue,
     // which reports the failure).
-    engine::WorkAccess::finish(*w, nullptr);
-  } else {
-    if (shared) last = w;
-    executor->submit(std::move(t), lk);  // unlocks
-    return w;
+    engine::WorkAccess::finish(*op, nullptr);
+    if (shared) last = op;
+    return op;
   }
-  if (shared) last = w;
-  return w;
+  if (shared) last = op;
+  executor->submit(t, op, lk);  // the engine's reference; unlocks
+  return op;
 }
 
 static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv, size_t count) {

@@ -26,9 +26,11 @@ class WorkRunner {
 struct WorkAccess {
   // `op_name` must outlive the Work (a string literal or a static name).
   static WorkPtr make(const char* op_name, uint64_t seq) { return std::make_shared<Work>(Work::Token{}, op_name, seq); }
-  // The same, from `pool` (one consumer at a time: the group's issue lock).
-  static WorkPtr make(const std::shared_ptr<WorkPool>& pool, const char* op_name, uint64_t seq) {
-    return std::allocate_shared<Work>(WorkPoolAllocator<Work>(pool), Work::Token{}, op_name, seq);
+  // A Work with room for its task (engine::Operation, executor.hpp), from `pool` (one consumer
+  // at a time: the group's issue lock).
+  template <class Op>
+  static std::shared_ptr<Op> make_in_pool(const std::shared_ptr<WorkPool>& pool, const char* op_name, uint64_t seq) {
+    return std::allocate_shared<Op>(WorkPoolAllocator<Op>(pool), Work::Token{}, op_name, seq);
   }
   static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
   // `ticket` lets the runner find the operation in its queue without searching it.
