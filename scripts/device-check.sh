@@ -4,11 +4,13 @@
 # libnl, no OpenBLAS, no Debian packages) and device time is short, so nothing is built there but
 # the torch extension, which must match that machine's torch.
 #
-#   scripts/device-check.sh prepare [BUILD]   # here: fill .devcarry/ (git-ignored) from BUILD
-#                                             # (default build; needs the CUDA build, kolo-train)
+#   scripts/device-check.sh prepare [BUILD] [BASE]  # here: fill .devcarry/ (git-ignored) from
+#                                             # BUILD (default build; needs the CUDA build,
+#                                             # kolo-train) and, for the step ab, from BASE: an
+#                                             # older build (libkolo, kolo-perf, kolorun)
 #   scripts/device-check.sh run [STEPS]       # there, through the device tool, with carry
-#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare
-#                                             # (default all three)
+#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab
+#                                             # (default gpu,torch,compare)
 #
 # gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
 #          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
@@ -16,6 +18,8 @@
 #          the torch pytest suites on it (collectives, errors, DDP, split/share, torchrun).
 # compare: scripts/compare.sh, kolo vs Open MPI (vader), all nine collectives, 2 and 4 ranks up
 #          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription).
+# ab:      scripts/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
+#          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores).
 # Logs land in $OUT (the device tool brings back at most 8 files); the last lines summarize.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +39,11 @@ prepare() {
     mkdir -p "$D/build/$(dirname $f)" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
   done
   cp -L "$build/libkolo.so.0" "$D/build/libkolo.so.0" && strip "$D/build/libkolo.so.0"
+  if [ -n "${2:-}" ]; then
+    for f in bench/perf/kolo-perf src/launcher/kolorun libkolo.so.0; do
+      mkdir -p "$D/base/$(dirname $f)" && cp -L "$2/$f" "$D/base/$f" && strip "$D/base/$f"
+    done
+  fi
   # Libraries that machine lacks (libkolo: ibverbs, libnl; kolo-train: OpenBLAS and Fortran's
   # run time, packed: 36 MiB unpacked against the 64 MiB a call may carry).
   cp -L /lib/x86_64-linux-gnu/{libibverbs.so.1,libnl-3.so.200,libnl-route-3.so.200} "$D/lib/"
@@ -128,6 +137,23 @@ run_compare() {
   cp /tmp/cmp/report.md /tmp/cmp/compare.csv "$OUT/" 2>/dev/null
 }
 
+run_ab() {
+  step "ab: base (.devcarry/base) against this build, 2 and 4 ranks"
+  [ -d "$D/base" ] || { summary+=("ab: no .devcarry/base (prepare BUILD BASE)"); return; }
+  # Each side's kolo-perf must load its own libkolo: LD_LIBRARY_PATH (which names this build's
+  # folder) goes before RUNPATH, so each configuration passes its own to the ranks.
+  local libs=$D/lib:/usr/local/cuda/lib64
+  for n in 2 4; do
+    for c in broadcast allreduce; do
+      echo "-- $c, $n ranks"
+      WARM=20 timeout 120 scripts/ab-perf.sh "$n" 7 "$c -b 8 -e 64K -f 8 -n 20" \
+        "base|$D/base|LD_LIBRARY_PATH=$D/base:$libs" "new|$B|LD_LIBRARY_PATH=$B:$libs"
+    done
+  done > "$OUT/ab.log" 2>&1
+  summary+=("ab: rc=$?")
+  cat "$OUT/ab.log"
+}
+
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
   run)
@@ -139,6 +165,7 @@ case "${1:-}" in
     [[ ,$steps, == *,gpu,* ]] && run_gpu
     [[ ,$steps, == *,torch,* ]] && run_torch
     [[ ,$steps, == *,compare,* ]] && run_compare
+    [[ ,$steps, == *,ab,* ]] && run_ab
     step summary
     for s in "${summary[@]}"; do echo "$s"; done ;;
   *) sed -n '2,21p' "$0"; exit 2 ;;

@@ -107,7 +107,7 @@ class EngineComm final : public algo::Comm {
   Context& ctx_;
   Scratch& scratch_;
   const GroupInfo& group_;  // the executor's, which outlives every collective it runs
-  algo::CollArgs args_;
+  const algo::CollArgs& args_;  // the running task's, which outlives this comm
   Stamp stamp_;
   transport::Tag tag_;
   // Set at the first clock read (deadline()).
