@@ -55,12 +55,7 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
 Executor::~Executor() {
   {
     std::lock_guard<FutexLock> lk(mu_);
-    if (!closing_) {
-      closing_ = true;
-      close_task_.type = Task::Type::close;
-      close_task_.ticket = next_ticket_++;
-      queue_.push_back(&close_task_);
-    }
+    queue_close();
   }
   wake_.bump_and_wake();
   if (thread_.joinable()) thread_.join();
@@ -70,6 +65,14 @@ Executor::~Executor() {
     if (queue_.front()->work) release(*queue_.front());
     queue_.pop_front();
   }
+}
+
+void Executor::queue_close() {
+  if (closing_) return;
+  closing_ = true;
+  close_task_.type = Task::Type::close;
+  close_task_.ticket = next_ticket_++;
+  queue_.push_back(&close_task_);
 }
 
 void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
@@ -88,8 +91,7 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);
     if (t.type == Task::Type::collective) ++collectives_queued_;
-    Task* queued = &t;
-    queue_.push_back(std::move(queued));
+    queue_.push_back(&t);
     add_queued(1);
   }
   lk.unlock();
@@ -253,12 +255,7 @@ void Executor::request_abort(const std::string& reason) {
 void Executor::close_and_join() {
   {
     std::lock_guard<FutexLock> lk(mu_);
-    if (!closing_) {
-      closing_ = true;
-      close_task_.type = Task::Type::close;
-      close_task_.ticket = next_ticket_++;
-      queue_.push_back(&close_task_);
-    }
+    queue_close();
   }
   wake_.bump_and_wake();
   ctx_->wake();

@@ -170,6 +170,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   WakeWord wake_;
   RingQueue<Task*> queue_;
   Task close_task_;  // queued once, by whichever of close_and_join() and the destructor is first
+  void queue_close();  // mu_ held
   uint64_t next_ticket_ = 0;  // under mu_
   bool closing_ = false;
 

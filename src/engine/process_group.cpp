@@ -257,15 +257,14 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   if (shared) t.group = shared;
   if (p2p && args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*op, args.root);
   t.args = std::move(args);
+  if (shared) last = op;
   if (empty && executor->collectives_done(lk) && !executor->failed()) {
     // Every earlier collective has completed and nothing is to move: complete now, without the
     // queue, the flight recorder or a look at the transports (a failed group takes the queue,
     // which reports the failure).
     engine::WorkAccess::finish(*op, nullptr);
-    if (shared) last = op;
     return op;
   }
-  if (shared) last = op;
   executor->submit(t, op, lk);  // the engine's reference; unlocks
   return op;
 }
