@@ -86,6 +86,23 @@ class Pair {
   // whole. This is how a receive from any source picks its peer without taking a message from
   // several (the engine's recv "any", src/algorithms/recv_any.cpp).
   virtual bool peek_incoming(Tag* tag, uint64_t* bytes) = 0;
+
+  // The direct path: a small collective run to completion by the thread that issues it, while
+  // its group has nothing else queued or running (src/engine/executor.cpp, run_direct). Neither
+  // call blocks, fails or posts anything; each acts only while its direction of the pair has
+  // nothing posted (so messages keep their posting order) and the pair is healthy, and otherwise
+  // declines, leaving the caller to post the message the ordinary way. A transport that cannot
+  // move a message at once keeps these defaults (Device::moves_now() says which do).
+  // send_now: hands the whole message over now (sent: it is as good as a completed send), or
+  // nothing of it: `full` when only room is missing (the peer has not yet taken earlier
+  // messages: asking again later may succeed), `declined` otherwise.
+  enum class Now : uint8_t { sent, full, declined };
+  virtual Now send_now(const void* /*buf*/, size_t /*bytes*/, const Tag& /*tag*/) { return Now::declined; }
+  // recv_now: true if the next incoming message has arrived whole and carries exactly `tag` and
+  // `bytes`; with a non-null `buf` it is then copied there and consumed. Anything else (nothing
+  // yet, a receive posted, another message, which a posted receive will report as a mismatch)
+  // leaves the message where it is: false.
+  virtual bool recv_now(void* /*buf*/, size_t /*bytes*/, const Tag& /*tag*/) { return false; }
 };
 
 // Told by a device when a peer is lost; the engine turns the first report into the group's error.
@@ -128,6 +145,9 @@ class Device {
   // ring a doorbell). True when something moved meanwhile: do not sleep, poll again. The next
   // poll() undoes it. Busy ranks never call it, so the per-message path pays nothing for sleep.
   virtual bool prepare_sleep() { return false; }
+  // Whether its pairs implement send_now / recv_now (the direct path), so that an engine that
+  // reaches every peer through such devices may try it.
+  virtual bool moves_now() const { return false; }
   // Best effort, bounded: tells every peer this process aborts, with `reason`, and fails every
   // pending request with Failure::aborted.
   virtual void abort(const std::string& reason) = 0;

@@ -15,7 +15,17 @@ struct Algorithm {
   // Whether it can run these arguments on a group placed on hosts like this (null: always).
   bool (*supports)(const CollArgs& args, const HostLayout& hosts);
   void (*run)(Comm& comm);
+  // The engine's direct path (a small collective run at once by its issuing thread) may run
+  // this algorithm in groups of up to this many ranks: there every rank posts all the receives
+  // of one collective before it first waits for one, so "has everything arrived?" can be
+  // answered before anything is consumed. 0: never.
+  int direct_max_ranks = 0;
+  // At two ranks it moves at most one whole message each way (the block the peer needs, as
+  // one message below KOLO_CHUNK_BYTES) and combines what arrived in rank order, so the direct
+  // path may run it as that exchange (src/engine/two_rank_direct.hpp).
+  bool two_rank_exchange = false;
 };
+constexpr int kAnyRanks = 1 << 30;  // direct_max_ranks: whatever the group's size
 
 // Every registered algorithm (registry.cpp).
 const std::vector<const Algorithm*>& all_algorithms();

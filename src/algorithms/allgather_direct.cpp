@@ -29,6 +29,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kAllgatherDirect;
-const Algorithm kAllgatherDirect{"direct", CollKind::allgather, nullptr, run};
+const Algorithm kAllgatherDirect{"direct", CollKind::allgather, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -51,6 +51,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kAllgatherRd;
-const Algorithm kAllgatherRd{"rd", CollKind::allgather, nullptr, run};
+const Algorithm kAllgatherRd{"rd", CollKind::allgather, nullptr, run, 2, true};  // one exchange at 2 ranks
 
 }  // namespace kolo::algo

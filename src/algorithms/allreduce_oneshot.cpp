@@ -50,6 +50,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kAllreduceOneshot;
-const Algorithm kAllreduceOneshot{"oneshot", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceOneshot{"oneshot", CollKind::allreduce, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

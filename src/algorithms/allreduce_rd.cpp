@@ -64,6 +64,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kAllreduceRd;
-const Algorithm kAllreduceRd{"rd", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceRd{"rd", CollKind::allreduce, nullptr, run, 2, true};  // one exchange at 2 ranks
 
 }  // namespace kolo::algo

@@ -49,6 +49,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kAlltoallPairwise;
-const Algorithm kAlltoallPairwise{"pairwise", CollKind::alltoall, nullptr, run};
+const Algorithm kAlltoallPairwise{"pairwise", CollKind::alltoall, nullptr, run, 2, true};  // one exchange at 2 ranks
 
 }  // namespace kolo::algo

@@ -16,6 +16,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kBarrierDissemination;
-const Algorithm kBarrierDissemination{"dissemination", CollKind::barrier, nullptr, run};
+const Algorithm kBarrierDissemination{"dissemination", CollKind::barrier, nullptr, run, 2, true};  // one exchange at 2 ranks
 
 }  // namespace kolo::algo

@@ -46,6 +46,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kBroadcastTree;
-const Algorithm kBroadcastTree{"tree", CollKind::broadcast, nullptr, run};
+const Algorithm kBroadcastTree{"tree", CollKind::broadcast, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

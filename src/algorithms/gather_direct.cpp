@@ -29,6 +29,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kGatherDirect;
-const Algorithm kGatherDirect{"direct", CollKind::gather, nullptr, run};
+const Algorithm kGatherDirect{"direct", CollKind::gather, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -63,6 +63,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kGatherTree;
-const Algorithm kGatherTree{"tree", CollKind::gather, nullptr, run};
+const Algorithm kGatherTree{"tree", CollKind::gather, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -36,6 +36,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kReduceDirect;
-const Algorithm kReduceDirect{"direct", CollKind::reduce, nullptr, run};
+const Algorithm kReduceDirect{"direct", CollKind::reduce, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -40,6 +40,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kReduceScatterDirect;
-const Algorithm kReduceScatterDirect{"direct", CollKind::reduce_scatter, nullptr, run};
+const Algorithm kReduceScatterDirect{"direct", CollKind::reduce_scatter, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -29,6 +29,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kScatterDirect;
-const Algorithm kScatterDirect{"direct", CollKind::scatter, nullptr, run};
+const Algorithm kScatterDirect{"direct", CollKind::scatter, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

@@ -57,6 +57,6 @@ void run(Comm& comm) {
 }  // namespace
 
 extern const Algorithm kScatterTree;
-const Algorithm kScatterTree{"tree", CollKind::scatter, nullptr, run};
+const Algorithm kScatterTree{"tree", CollKind::scatter, nullptr, run, kAnyRanks, true};
 
 }  // namespace kolo::algo

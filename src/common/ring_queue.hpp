@@ -25,6 +25,13 @@ class RingQueue {
     slots_[(head_ + size_) % slots_.size()] = std::move(v);
     ++size_;
   }
+  // Puts `v` before the front (a task that was running elsewhere and goes back into the queue).
+  void push_front(T&& v) {
+    if (size_ == slots_.size()) grow();
+    head_ = (head_ + slots_.size() - 1) % slots_.size();
+    slots_[head_] = std::move(v);
+    ++size_;
+  }
   void clear() {
     while (size_ > 0) pop_front();
   }

@@ -30,6 +30,17 @@ const char* Context::transport_name(int peer) const {
   return d ? d->name() : "self";
 }
 
+bool Context::all_peers_move_now() const {
+  bool any = false;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const transport::Device* d = by_peer_.at(static_cast<size_t>(p));
+    if (d == nullptr || !d->moves_now()) return false;
+    any = true;
+  }
+  return any;
+}
+
 bool Context::poll() {
   bool moved = false;
   for (auto& d : devices_) moved |= d->poll();

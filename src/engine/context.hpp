@@ -36,6 +36,9 @@ class Context final : public transport::FailureSink {
   void add_device(std::unique_ptr<transport::Device> dev, const std::vector<int>& peers);
   transport::Pair& pair(int peer) const;
   const char* transport_name(int peer) const;
+  // Every peer is reached by a device whose pairs move small messages at once (send_now,
+  // recv_now): the direct path may be tried. False with no peers.
+  bool all_peers_move_now() const;
 
   // Non-blocking: moves what can move on every device; true if anything changed.
   bool poll();

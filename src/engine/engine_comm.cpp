@@ -133,18 +133,87 @@ void EngineComm::check_peer(int peer) const {
     throw std::logic_error("kolo: algorithm bug in " + where() + ": message to/from rank " + std::to_string(peer));
 }
 
+algo::Req EngineComm::completed(int ctx_peer, bool send, size_t bytes) {
+  Request& q = reqs_.next();
+  q.state = Request::State::done;
+  q.peer = ctx_peer;
+  q.is_send = send;
+  q.bytes = bytes;
+  return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
+}
+
 algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
   check_peer(peer);
+  const int to = group_.to_ctx(peer);
+  if (skip_sends_ > 0) {  // a direct attempt sent it before it handed the collective over
+    --skip_sends_;
+    return completed(to, true, bytes);
+  }
   if (ctx_.has_failure()) raise_group_failure();
-  ctx_.pair(group_.to_ctx(peer)).post_send(buf, bytes, tag_, &reqs_.next());
+  transport::Pair& pair = ctx_.pair(to);
+  if (direct_) {
+    // A full ring frees as the peer takes earlier messages: worth the same wait as a message
+    // that has not arrived yet. Anything else goes the ordinary way at once.
+    DirectSpin wait = spin();
+    for (;;) {
+      const auto now = pair.send_now(buf, bytes, tag_);
+      if (now == transport::Pair::Now::sent) {
+        ++sends_done_;
+        return completed(to, true, bytes);
+      }
+      if (now == transport::Pair::Now::declined || !wait.again()) break;
+    }
+    if (!consumed_) hand_off();
+  }
+  pair.post_send(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
 algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
   check_peer(peer);
   if (ctx_.has_failure()) raise_group_failure();
-  ctx_.pair(group_.to_ctx(peer)).post_recv(buf, bytes, tag_, &reqs_.next());
+  const int from = group_.to_ctx(peer);
+  if (direct_) {
+    // One held receive per peer: a second one could only be checked for after the first was
+    // taken, too late to hand off.
+    bool again = n_held_ == kMaxDirectRanks;
+    for (int i = 0; i < n_held_ && !again; ++i) again = reqs_[static_cast<size_t>(held_[i].id)].peer == from;
+    if (!again) {
+      Request& q = reqs_.next();
+      q.state = Request::State::idle;
+      q.peer = from;
+      q.is_send = false;
+      q.bytes = bytes;
+      const auto id = static_cast<int32_t>(reqs_.size() - 1);
+      held_[n_held_++] = Held{id, buf};
+      return algo::Req{id};
+    }
+    if (!consumed_) hand_off();
+    post_held();
+  }
+  ctx_.pair(from).post_recv(buf, bytes, tag_, &reqs_.next());
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
+}
+
+bool EngineComm::held_arrive() {
+  DirectSpin wait = spin();
+  for (;;) {
+    bool all = true;
+    for (int i = 0; i < n_held_ && all; ++i) {
+      const Request& q = reqs_[static_cast<size_t>(held_[i].id)];
+      if (q.state == Request::State::idle) all = ctx_.pair(q.peer).recv_now(nullptr, q.bytes, tag_);
+    }
+    if (all) return true;
+    if (!wait.again()) return false;
+  }
+}
+
+void EngineComm::post_held() {
+  direct_ = false;
+  for (int i = 0; i < n_held_; ++i) {
+    Request& q = reqs_[static_cast<size_t>(held_[i].id)];
+    if (q.state == Request::State::idle) ctx_.pair(q.peer).post_recv(held_[i].buf, q.bytes, tag_, &q);
+  }
 }
 
 Request& EngineComm::get(algo::Req r) {
@@ -154,6 +223,10 @@ Request& EngineComm::get(algo::Req r) {
 
 bool EngineComm::test(algo::Req r) {
   Request& req = get(r);
+  if (req.state == Request::State::idle) {  // held by a direct attempt: no polling for it here
+    if (!consumed_) hand_off();
+    post_held();
+  }
   if (req.state == Request::State::pending) ctx_.poll();
   if (req.state == Request::State::failed) raise(req);
   if (req.state == Request::State::pending && ctx_.has_failure()) raise_group_failure();
@@ -163,6 +236,18 @@ bool EngineComm::test(algo::Req r) {
 void EngineComm::wait(algo::Req r) {
   Request& req = get(r);
   if (req.state == Request::State::done) return;
+  if (req.state == Request::State::idle) {  // a receive held by a direct attempt
+    if (!consumed_ && !held_arrive()) hand_off();
+    void* buf = nullptr;
+    for (int i = 0; i < n_held_; ++i)
+      if (held_[i].id == r.id) buf = held_[i].buf;
+    if (ctx_.pair(req.peer).recv_now(buf, req.bytes, tag_)) {
+      consumed_ = true;
+      req.state = Request::State::done;
+      return;
+    }
+    post_held();  // only once something was consumed: every held receive had arrived before
+  }
   // A peer on another core answers a small message within a microsecond or two: poll that long
   // without a system call before yielding the core (not at all when ranks outnumber cores).
   const int pure_spin_polls = wait_.pure_spin_polls;

@@ -12,6 +12,7 @@
 #include "engine/blame.hpp"
 #include "engine/request_arena.hpp"
 #include "engine/context.hpp"
+#include "engine/direct_spin.hpp"
 #include "engine/scratch.hpp"
 #include "engine/tags.hpp"
 
@@ -60,6 +61,11 @@ struct WaitPolicy {
   static WaitPolicy from_config(int ranks_on_host);
 };
 
+// Thrown out of an algorithm that runs directly (EngineComm::go_direct) when it would have to
+// wait before it consumed anything: its issuing thread hands the collective to the engine
+// instead. Not an std::exception, so that nothing but Executor::run_direct catches it.
+struct DirectHandoff {};
+
 class EngineComm final : public algo::Comm {
  public:
   // `reqs` is reset: the previous collective's requests must be finished (done, or failed by
@@ -98,11 +104,37 @@ class EngineComm final : public algo::Comm {
   // Where to note the peer a slow wait is for (the flight recorder's slot), or null.
   void set_waiting_slot(std::atomic<int>* slot) { waiting_slot_ = slot; }
 
+  // The direct path (Executor::run_direct), for groups of at most kMaxDirectRanks ranks whose
+  // pairs move messages at once: a send goes out at once (Pair::send_now) and a receive is held
+  // (nothing posted) until it is waited for, then taken at once (Pair::recv_now). Before the
+  // algorithm consumes its first message every held receive must have arrived, waiting at most
+  // `spin` for them; otherwise, or if a send is declined, DirectHandoff is thrown (sends_done()
+  // have gone out). Once something was consumed the algorithm cannot start again, so a message
+  // that is not there (an algorithm that receives in several rounds) is posted the ordinary way
+  // and waited for as usual.
+  static constexpr int kMaxDirectRanks = 64;
+  void go_direct(std::chrono::microseconds spin) {
+    direct_ = true;
+    direct_spin_ = spin;
+  }
+  uint32_t sends_done() const { return sends_done_; }
+  // The collective's first `n` sends went out in a direct attempt: the next n isend() calls
+  // complete at once without sending.
+  void skip_sends(uint32_t n) { skip_sends_ = n; }
+
  private:
   transport::Request& get(algo::Req r);
   [[noreturn]] void raise(const transport::Request& r);
   [[noreturn]] void raise_group_failure();
   void check_peer(int peer) const;
+  // A request that is complete already (a skipped or a direct send, a taken receive).
+  algo::Req completed(int ctx_peer, bool send, size_t bytes);
+  // Direct path: whether every held receive not yet taken has arrived, polling at most
+  // direct_spin_; posting the held receives and going on the ordinary way.
+  bool held_arrive();
+  void post_held();
+  [[noreturn]] void hand_off() { throw DirectHandoff{}; }
+  DirectSpin spin() const { return DirectSpin(ctx_, direct_spin_, wait_.pure_spin_polls == 0); }
 
   Context& ctx_;
   Scratch& scratch_;
@@ -127,6 +159,17 @@ class EngineComm final : public algo::Comm {
   int source_ = -1;
   WaitFor waits_{true, 0, -1};  // what a timed-out wait says it waited for (the blame chain)
   std::chrono::steady_clock::time_point arrival_spin_until_{};
+  // The direct path. held_ is not initialised: only its first n_held_ entries are ever read.
+  struct Held {
+    int32_t id;  // the request (state idle while held, done once taken)
+    void* buf;
+  };
+  bool direct_ = false;
+  bool consumed_ = false;  // a held receive was taken: no hand-off from here on
+  uint32_t sends_done_ = 0, skip_sends_ = 0;
+  std::chrono::microseconds direct_spin_{0};
+  int n_held_ = 0;
+  Held held_[kMaxDirectRanks];
 };
 
 // "allreduce #7", or "recv from any source #2 (tag 5)": how errors name an operation.

@@ -7,6 +7,7 @@
 #include "common/cpu_relax.hpp"
 #include "common/log.hpp"
 #include "common/config.hpp"
+#include "engine/two_rank_direct.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::engine {
@@ -48,7 +49,11 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
       wait_(WaitPolicy::from_config(ranks_on_my_host(group_))),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
-      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))) {
+      inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))),
+      direct_capable_(config::get_int("KOLO_DIRECT") != 0 && group_.size <= EngineComm::kMaxDirectRanks &&
+                      ctx_->all_peers_move_now()),
+      direct_bytes_(static_cast<size_t>(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_BYTES")))),
+      direct_spin_(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_SPIN_US"))) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -87,7 +92,7 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
     notify = !t.deferred;
-    if (t.type != Task::Type::close)
+    if (t.type != Task::Type::close && t.fr == nullptr)  // a direct attempt that handed over has one
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);
     if (t.type == Task::Type::collective) ++collectives_queued_;
@@ -498,9 +503,88 @@ void Executor::loop() {
   }
 }
 
+bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk) {
+  // Issue order holds only if everything issued before has completed and nothing is queued (a
+  // send or receive posted earlier is fine: the pairs keep each direction's order). Not from a
+  // completion callback of an operation this thread runs, not for a sharing subgroup (its
+  // parent's operations interleave), not when the caller asked for the engine thread.
+  if (!direct_capable_ || t.type != Task::Type::collective || t.algorithm == nullptr ||
+      t.algorithm->direct_max_ranks < group_.size || t.args.bytes() > direct_bytes_ || t.group || t.overlap ||
+      closing_ || !queue_.empty() || !collectives_done(lk) || running_operations != 0 ||
+      failed_.load(std::memory_order_relaxed))
+    return false;
+  std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
+  if (!run.owns_lock() || ctx_->has_failure()) return false;
+  // Ours from here: numbered and counted like a queued collective, so that whoever issues
+  // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
+  // this thread runs may issue).
+  t.ticket = next_ticket_++;
+  ++collectives_queued_;
+  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm->name, t.args.bytes(), t.args.root,
+                     /*stamp=*/false);
+  lk.unlock();
+  bool ran = true;
+  {
+    RunningOperations mark;
+    if (group_.size == 2 && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_) {
+      ran = run_two_rank_direct(t, *work);
+    } else {
+      EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
+      comm.go_direct(direct_spin_);
+      try {
+        run_algorithm(t, *work, comm);
+      } catch (const DirectHandoff&) {
+        t.skip_sends = comm.sends_done();
+        ran = false;
+      }
+    }
+  }
+  if (ran) {
+    collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return true;
+  }
+  // Handed over: back to the queue's front, before whatever was issued meanwhile (nothing left
+  // the queue: taking from it needs the run lock, still ours), as submit() would have queued it.
+  bool notify;
+  lk.lock();
+  t.work = work;
+  WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
+  t.deferred = inline_enabled_ && predict_inline_.load(std::memory_order_relaxed);
+  notify = !t.deferred;
+  queue_.push_front(&t);
+  add_queued(1);
+  lk.unlock();
+  run.unlock();
+  if (notify) {
+    wake_.bump_and_wake();
+    ctx_->wake_sleeper();
+  }
+  return true;
+}
+
+bool Executor::run_two_rank_direct(Task& t, Work& work) {
+  const int peer = 1 - group_.rank;
+  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
+  const TwoRankOutcome o = run_two_rank(t.args, group_.rank, ctx_->pair(peer), encode(t.stamp), scratch_, spin);
+  if (!o.done) {
+    t.skip_sends = o.sent;
+    return false;
+  }
+  fr_->started(t.fr, ctx_->transport_name(peer));
+  fr_->finished(t.fr, true);
+  WorkAccess::finish(work, nullptr);
+  return true;
+}
+
 void Executor::run_collective(Task& t) {
   const GroupInfo& g = info(t);
   EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, g, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
+  comm.skip_sends(t.skip_sends);
+  run_algorithm(t, *t.work, comm);
+}
+
+void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm) {
+  const GroupInfo& g = info(t);
   const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
   fr_->started(t.fr, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
@@ -519,8 +603,8 @@ void Executor::run_collective(Task& t) {
     fr_->finished(t.fr, false);
     fail_group(e, g);
     error_delivered_ = true;
-    if (comm.source() >= 0) WorkAccess::set_source_rank(*t.work, comm.source());
-    WorkAccess::finish(*t.work, std::current_exception());
+    if (comm.source() >= 0) WorkAccess::set_source_rank(work, comm.source());
+    WorkAccess::finish(work, std::current_exception());
     return;
   } catch (const std::exception& e) {
     std::string msg = "kolo: " + where(t) + ": internal error: " + e.what();
@@ -529,12 +613,12 @@ void Executor::run_collective(Task& t) {
     fr_->finished(t.fr, false);
     fail_group(msg, -1, ErrorKind::peer);
     error_delivered_ = true;
-    WorkAccess::finish(*t.work, group_error_);
+    WorkAccess::finish(work, group_error_);
     return;
   }
   fr_->finished(t.fr, true);
-  if (comm.source() >= 0) WorkAccess::set_source_rank(*t.work, comm.source());
-  WorkAccess::finish(*t.work, nullptr);
+  if (comm.source() >= 0) WorkAccess::set_source_rank(work, comm.source());
+  WorkAccess::finish(work, nullptr);
 }
 
 void Executor::post_point_to_point(Task& t) {

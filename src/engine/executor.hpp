@@ -48,6 +48,7 @@ struct Task {
   // has ended (Executor::release): a Work the caller dropped stays alive while queued.
   WorkPtr work;
   bool overlap = false;   // Options.overlap: start on the engine thread at once
+  uint32_t skip_sends = 0;  // sent already by a direct attempt that handed over (run_direct)
   bool deferred = false;  // left for the waiting caller to run (see above)
   uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
   FlightEntry* fr = nullptr;  // its slot in the flight recorder (null when that is off)
@@ -81,6 +82,16 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool collectives_done(const std::unique_lock<FutexLock>&) const {
     return collectives_done_.load(std::memory_order_acquire) == collectives_queued_;
   }
+  // The direct path (KOLO_DIRECT), with lock_queue()'s lock: when nothing of the group is queued
+  // or running, a small collective whose algorithm allows it runs here, on the issuing thread,
+  // under the run lock: its sends go straight into the pairs and it takes its messages as they
+  // arrive, with no queue, no engine requests and no thread hand-off (EngineComm::go_direct).
+  // It counts as queued meanwhile (the queue lock is let go: an operation issued meanwhile by
+  // another thread queues behind it). If a message it needs does not arrive within
+  // KOLO_DIRECT_SPIN_US it goes to the queue's front for the engine, which skips the sends
+  // already made (t.skip_sends). True when it ran or was queued that way (`lk` unlocked);
+  // false, with nothing done, when the caller must submit() it.
+  bool run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk);
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
@@ -122,6 +133,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void undefer_through(size_t k);           // mu_ held
   void sync_pending_count() { pending_n_.store(pending_.size(), std::memory_order_release); }
   void run_collective(Task& t);
+  // run_direct for two ranks and an algorithm that is one exchange there (two_rank_direct.hpp):
+  // true when it completed `work`, false (t.skip_sends set) when it must be handed over.
+  bool run_two_rank_direct(Task& t, Work& work);
+  // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
+  void run_algorithm(Task& t, Work& work, EngineComm& comm);
   void post_point_to_point(Task& t);
   void check_pending();  // reads the clock when something is pending
   // Finishes the completed and failed ones, and those whose deadline is before `now`.
@@ -153,6 +169,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::atomic<uint64_t> collectives_done_{0};
   bool inline_enabled_;
   std::chrono::microseconds inline_window_;
+  // The direct path: KOLO_DIRECT and every peer reached by a transport that moves messages at
+  // once; collectives up to direct_bytes_ per rank; how long one polls before it hands over.
+  bool direct_capable_;
+  size_t direct_bytes_;
+  std::chrono::microseconds direct_spin_;
   // How long the engine thread leaves a deferred operation to its caller: the window, stretched
   // while callers keep taking their operations in time (engine thread only; take_next).
   static constexpr unsigned kMaxStretch = 64;

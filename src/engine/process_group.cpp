@@ -265,7 +265,7 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     engine::WorkAccess::finish(*op, nullptr);
     return op;
   }
-  executor->submit(t, op, lk);  // the engine's reference; unlocks
+  if (!executor->run_direct(t, op, lk)) executor->submit(t, op, lk);  // the engine's reference; unlocks
   return op;
 }
 

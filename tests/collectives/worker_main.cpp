@@ -43,6 +43,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"bad-arguments", scenario_bad_arguments},
       {"work-api", scenario_work_api},
       {"who-runs", scenario_who_runs},
+      {"direct", scenario_direct},
       {"fr-stall", scenario_fr_stall},
       {"fr-sigusr1", scenario_fr_sigusr1},
       {"random", scenario_random},

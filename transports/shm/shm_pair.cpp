@@ -140,6 +140,44 @@ bool ShmPair::pump_sends() {
   return moved;
 }
 
+transport::Pair::Now ShmPair::send_now(const void* buf, size_t bytes, const Tag& tag) {
+  // Behind posted sends (or described ones the peer still reads) it would overtake them; a
+  // message that needs more than one slot, or would be described, goes the ordinary way.
+  if (failed_ || gone_ || hung_up_ || !sends_.empty() || !described_.empty() || bytes > out_.payload_bytes() ||
+      describes(bytes))
+    return Now::declined;
+  if (!slot_free()) return Now::full;
+  dev_->note_post();
+  SlotHeader* h = out_.slot(next_out_);
+  h->kind = SlotKind::data;
+  h->len = static_cast<uint32_t>(bytes);
+  h->total = bytes;
+  std::memcpy(h->tag, tag.w, sizeof h->tag);
+  if (bytes > 0) std::memcpy(RingView::payload(h), buf, bytes);
+  publish(h);
+  notify_receiver();
+  return Now::sent;
+}
+
+bool ShmPair::recv_now(void* buf, size_t bytes, const Tag& tag) {
+  // A posted receive, or a message half read or being skipped, owns the ring's next slot.
+  if (failed_ || gone_ || !recvs_.empty() || in_state_ != In::idle) return false;
+  SlotHeader* h = in_.slot(next_in_);
+  if (h->seq.load(std::memory_order_acquire) != next_in_ + 1) return false;
+  // Whole in this slot, and the very message expected; anything else (a described or longer
+  // message, another tag or size, a corrupt slot) is left to a posted receive, which reports it.
+  if (h->kind != SlotKind::data || h->total != bytes || h->len != bytes || bytes > in_.payload_bytes()) return false;
+  Tag got;
+  std::memcpy(got.w, h->tag, sizeof got.w);
+  if (!(got == tag)) return false;
+  if (buf == nullptr) return true;
+  dev_->note_post();
+  if (bytes > 0) std::memcpy(buf, RingView::payload(h), bytes);
+  consume_slot();
+  notify_sender();
+  return true;
+}
+
 bool ShmPair::help_remote_read() {
   // The peer reads described messages in order: the oldest one is the one it may be reading.
   const DescribedSend& d = described_.front();

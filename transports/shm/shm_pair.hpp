@@ -49,6 +49,10 @@ class ShmPair final : public transport::PairBase {
   // peer rings the doorbell when it provides it. Off again when the process is awake.
   void set_waiting(bool on);
 
+  // The direct path (transport.hpp): one slot each way, while nothing is posted that way.
+  Now send_now(const void* buf, size_t bytes, const transport::Tag& tag) override;
+  bool recv_now(void* buf, size_t bytes, const transport::Tag& tag) override;
+
   // Orderly close.
   void try_send_bye();
   bool closed_cleanly() const { return bye_sent_ && bye_received_; }

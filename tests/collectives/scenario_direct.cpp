@@ -1,0 +1,129 @@
+// Scenario "direct" (any world size): the direct path (KOLO_DIRECT; Executor::run_direct), which
+// runs a small collective on its issuing thread while the group is idle, gives the same results
+// as the engine, also when it hands a collective over. The driver (test_direct.cpp) launches it
+// with every rank direct, and with direct and engine-only ranks mixed (the messages on the wire
+// must be the same either way).
+//  - every collective but alltoallv, at the counts the direct path takes (1, world*3+1, 1000,
+//    and 2048 float32: its 8 KiB limit) and one above it, in place and out of place, roots 0 and
+//    last, every op on float32 and a few dtypes; each case checked element by element;
+//  - the same cases with one rank (a different one each case) issuing 3 ms late, longer than
+//    KOLO_DIRECT_SPIN_US: the others hand their collective over to the engine;
+//  - 300 back-to-back broadcasts from rank 0 without waiting, then all waited and checked: the
+//    root fills its rings (direct sends meet full rings) while the others fall behind;
+//  - a root's 8-byte broadcast, after a barrier, has completed when broadcast() returns
+//    (printed, for the driver to check where the direct path is on).
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "matrix_run.hpp"
+#include "worker_context.hpp"
+
+namespace kolo::coltest {
+namespace {
+
+std::vector<MatrixCase> direct_cases(int world) {
+  std::vector<MatrixCase> cases;
+  const std::vector<size_t> counts{1, static_cast<size_t>(world * 3 + 1), 1000, 2048, 2049};
+  const Coll colls[] = {Coll::broadcast, Coll::allreduce, Coll::reduce,         Coll::allgather, Coll::gather,
+                        Coll::scatter,   Coll::alltoall,  Coll::reduce_scatter, Coll::barrier};
+  for (Coll coll : colls) {
+    const bool reduction = coll == Coll::allreduce || coll == Coll::reduce || coll == Coll::reduce_scatter;
+    const bool rooted = coll == Coll::broadcast || coll == Coll::reduce || coll == Coll::gather || coll == Coll::scatter;
+    for (size_t count : counts) {
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        if (in_place && (coll == Coll::broadcast || coll == Coll::barrier)) continue;
+        for (int root : {0, world - 1}) {
+          if (!rooted && root != 0) continue;
+          MatrixCase c;
+          c.coll = coll;
+          c.count = coll == Coll::barrier ? 0 : count;
+          c.in_place = in_place != 0;
+          c.root = root;
+          if (reduction) {
+            for (ReduceKind op : {ReduceKind::sum, ReduceKind::max, ReduceKind::avg, ReduceKind::premul_sum}) {
+              c.op = op;
+              cases.push_back(c);
+            }
+            c.op = ReduceKind::sum;
+            for (DataType t : {DataType::int8, DataType::float64, DataType::bfloat16}) {
+              c.dtype = t;
+              cases.push_back(c);
+            }
+            c.dtype = DataType::float32;
+          } else {
+            for (DataType t : {DataType::float32, DataType::uint8, DataType::int64}) {
+              c.dtype = t;
+              cases.push_back(c);
+            }
+          }
+          if (coll == Coll::barrier) break;
+        }
+        if (coll == Coll::barrier) break;
+      }
+      if (coll == Coll::barrier) break;
+    }
+  }
+  return cases;
+}
+
+void run_case(ProcessGroup& g, const MatrixCase& c, uint32_t salt, CheckLog& log) {
+  switch (c.coll) {
+    case Coll::allreduce:
+    case Coll::reduce:
+    case Coll::reduce_scatter: run_reduction_case(g, c, log); break;
+    case Coll::barrier: run_barrier_case(g, c, log); break;
+    default: run_movement_case(g, c, salt, log); break;
+  }
+}
+
+}  // namespace
+
+void scenario_direct(WorkerContext& ctx) {
+  ProcessGroup& g = ctx.join();
+  const int world = g.size(), rank = g.rank();
+  const std::vector<MatrixCase> cases = direct_cases(world);
+  uint32_t salt = 0;
+  for (int late = 0; late < 2; ++late) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const MatrixCase& c = cases[k];
+      ctx.log.begin_case(std::string(late ? "one rank late: " : "") + c.describe());
+      if (late && static_cast<int>(k % static_cast<size_t>(world)) == rank)
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      run_case(g, c, ++salt, ctx.log);
+    }
+  }
+
+  ctx.log.begin_case("300 broadcasts issued back to back, waited for at the end");
+  {
+    constexpr int kCalls = 300;
+    constexpr size_t kCount = 17;
+    std::vector<std::vector<int32_t>> bufs(kCalls, std::vector<int32_t>(kCount, -1));
+    std::vector<WorkPtr> works;
+    for (int j = 0; j < kCalls; ++j) {
+      if (rank == 0)
+        for (size_t i = 0; i < kCount; ++i) bufs[static_cast<size_t>(j)][i] = j * 1000 + static_cast<int32_t>(i);
+      works.push_back(g.broadcast(Buffer(bufs[static_cast<size_t>(j)].data(), kCount)));
+    }
+    for (int j = 0; j < kCalls; ++j) {
+      works[static_cast<size_t>(j)]->wait();
+      ctx.log.expect_elements("back-to-back broadcast", DataType::int32, bufs[static_cast<size_t>(j)].data(), kCount,
+                              [&](size_t i) { return static_cast<long double>(j * 1000 + static_cast<int>(i)); });
+    }
+  }
+
+  ctx.log.begin_case("a root's small broadcast after a barrier");
+  {
+    g.barrier()->wait();
+    double x = rank == 0 ? 42.5 : 0;
+    WorkPtr w = g.broadcast(Buffer(&x, 1));
+    const bool done_at_issue = w->is_completed();
+    w->wait();
+    ctx.log.expect(x == 42.5, "the broadcast value arrived");
+    if (rank == 0) ctx.say(std::string("ROOT BROADCAST COMPLETE AT ISSUE: ") + (done_at_issue ? "yes" : "no"));
+  }
+  ctx.log.end_case();
+}
+
+}  // namespace kolo::coltest

@@ -1,0 +1,54 @@
+// The direct path (KOLO_DIRECT, src/engine/executor.cpp run_direct): small collectives that
+// their issuing thread runs at once give exactly the engine's results, at 2 ranks (the two-rank
+// exchange) and above (the algorithm on a direct EngineComm), when a late rank makes the others
+// hand over, when a root runs far ahead, and when direct and engine-only ranks are mixed in one
+// group, which only works if both put the same messages on the wire (scenario_direct.cpp).
+#include <gtest/gtest.h>
+
+#include "driver_support.hpp"
+
+namespace kolo::coltest {
+namespace {
+
+void expect_all_ok(const WorldOutcome& outcome) {
+  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
+  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
+}
+
+TEST(Direct, EveryRankDirectMatchesTheReference) {
+  for (int world : {2, 3, 4}) {
+    LaunchSpec spec = worker_launch("direct", world, std::chrono::seconds(180));
+    spec.env["KOLO_DIRECT"] = "1";
+    const WorldOutcome outcome = run_world(spec);
+    expect_all_ok(outcome);
+    // With a barrier behind it and its rings empty, a root's 8-byte broadcast goes out while
+    // broadcast() runs: the Work it returns has completed.
+    EXPECT_NE(outcome.ranks.at(0).out.find("ROOT BROADCAST COMPLETE AT ISSUE: yes"), std::string::npos)
+        << outcome.ranks.at(0).describe();
+  }
+}
+
+TEST(Direct, DirectAndEngineOnlyRanksMixed) {
+  for (int world : {2, 3, 4}) {
+    LaunchSpec spec = worker_launch("direct", world, std::chrono::seconds(180));
+    spec.rank_env = [](int rank) {
+      Env e;
+      e["KOLO_DIRECT"] = rank % 2 == 0 ? "0" : "1";
+      return e;
+    };
+    expect_all_ok(run_world(spec));
+  }
+}
+
+TEST(Direct, OffEverywhere) {
+  LaunchSpec spec = worker_launch("direct", 2, std::chrono::seconds(180));
+  spec.env["KOLO_DIRECT"] = "0";
+  const WorldOutcome outcome = run_world(spec);
+  expect_all_ok(outcome);
+  // The engine defers it to the caller's wait(): not complete when broadcast() returns.
+  EXPECT_NE(outcome.ranks.at(0).out.find("ROOT BROADCAST COMPLETE AT ISSUE: no"), std::string::npos)
+      << outcome.ranks.at(0).describe();
+}
+
+}  // namespace
+}  // namespace kolo::coltest
