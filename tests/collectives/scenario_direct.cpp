@@ -10,10 +10,15 @@
 //    KOLO_DIRECT_SPIN_US: the others hand their collective over to the engine;
 //  - 300 back-to-back broadcasts from rank 0 without waiting, then all waited and checked: the
 //    root fills its rings (direct sends meet full rings) while the others fall behind;
+//  - two threads per rank issue all-reduces and broadcasts by turns (a turnstile fixes the order,
+//    the same on every rank) and each waits for its own while the other issues: a collective may
+//    run directly on one thread while the other waits for its last one, or queues behind it;
 //  - a root's 8-byte broadcast, after a barrier, has completed when broadcast() returns
 //    (printed, for the driver to check where the direct path is on).
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -111,6 +116,53 @@ void scenario_direct(WorkerContext& ctx) {
       ctx.log.expect_elements("back-to-back broadcast", DataType::int32, bufs[static_cast<size_t>(j)].data(), kCount,
                               [&](size_t i) { return static_cast<long double>(j * 1000 + static_cast<int>(i)); });
     }
+  }
+
+  ctx.log.begin_case("two threads issuing by turns, each waiting for its own");
+  {
+    constexpr int kTurns = 200;
+    std::mutex mu;
+    std::condition_variable cv;
+    int turn = 0;
+    std::vector<std::vector<int32_t>> bufs(kTurns, std::vector<int32_t>(5));
+    std::vector<char> ok(kTurns, 0);
+    auto worker = [&](int parity) {
+      for (int k = parity; k < kTurns; k += 2) {
+        std::vector<int32_t>& b = bufs[static_cast<size_t>(k)];
+        for (size_t i = 0; i < b.size(); ++i) b[i] = (rank + 1) * (k + 1) + static_cast<int32_t>(i);
+        WorkPtr w;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return turn == k; });
+          if (k % 3 == 0) {
+            BroadcastOptions o;
+            o.root = k % world;
+            w = g.broadcast(Buffer(b.data(), b.size()), o);
+          } else {
+            w = g.allreduce(Buffer(b.data(), b.size()));
+          }
+          ++turn;
+        }
+        cv.notify_all();
+        w->wait();
+        bool good = true;
+        for (size_t i = 0; i < b.size(); ++i) {
+          long double want = 0;
+          if (k % 3 == 0) {
+            want = static_cast<long double>((k % world + 1) * (k + 1) + static_cast<int>(i));
+          } else {
+            for (int r = 0; r < world; ++r) want += (r + 1) * (k + 1) + static_cast<int>(i);
+          }
+          good = good && static_cast<long double>(b[i]) == want;
+        }
+        ok[static_cast<size_t>(k)] = good ? 1 : 0;
+      }
+    };
+    std::thread t0(worker, 0), t1(worker, 1);
+    t0.join();
+    t1.join();
+    for (int k = 0; k < kTurns; ++k)
+      ctx.log.expect(ok[static_cast<size_t>(k)] != 0, "turn " + std::to_string(k) + " has the right result");
   }
 
   ctx.log.begin_case("a root's small broadcast after a barrier");

@@ -1,7 +1,8 @@
 // The direct path (KOLO_DIRECT, src/engine/executor.cpp run_direct): small collectives that
 // their issuing thread runs at once give exactly the engine's results, at 2 ranks (the two-rank
 // exchange) and above (the algorithm on a direct EngineComm), when a late rank makes the others
-// hand over, when a root runs far ahead, and when direct and engine-only ranks are mixed in one
+// hand over, when a root runs far ahead, when two threads of a rank issue by turns, and when
+// direct and engine-only ranks are mixed in one
 // group, which only works if both put the same messages on the wire (scenario_direct.cpp).
 #include <gtest/gtest.h>
 
