@@ -508,13 +508,16 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   // send or receive posted earlier is fine: the pairs keep each direction's order). Not from a
   // completion callback of an operation this thread runs, not for a sharing subgroup (its
   // parent's operations interleave), not when the caller asked for the engine thread.
-  if (!direct_capable_ || t.type != Task::Type::collective || t.algorithm == nullptr ||
-      t.algorithm->direct_max_ranks < group_.size || t.args.bytes() > direct_bytes_ || t.group || t.overlap ||
-      closing_ || !queue_.empty() || !collectives_done(lk) || running_operations != 0 ||
-      failed_.load(std::memory_order_relaxed))
+  const bool p2p = t.type == Task::Type::point_to_point;
+  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || closing_ || !queue_.empty() ||
+      !collectives_done(lk) || running_operations != 0 || failed_.load(std::memory_order_relaxed))
+    return false;
+  if (!p2p && (t.type != Task::Type::collective || t.algorithm == nullptr ||
+               t.algorithm->direct_max_ranks < group_.size))
     return false;
   std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
   if (!run.owns_lock() || ctx_->has_failure()) return false;
+  if (p2p) return run_point_to_point_direct(t, *work);
   // Ours from here: numbered and counted like a queued collective, so that whoever issues
   // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
   // this thread runs may issue).
@@ -559,6 +562,30 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
     wake_.bump_and_wake();
     ctx_->wake_sleeper();
   }
+  return true;
+}
+
+bool Executor::run_point_to_point_direct(Task& t, Work& work) {
+  // Once, without waiting: a receive issued before its message was sent (pre-posted, as a
+  // pipeline does) must not hold its caller, nor a send meet a full ring.
+  const GroupInfo& g = group_;
+  const int peer = g.to_ctx(t.args.root);
+  transport::Pair& pair = ctx_->pair(peer);
+  const size_t bytes = t.args.bytes();
+  if (t.args.kind == algo::CollKind::send) {
+    if (pair.send_now(t.args.send, bytes, encode(t.stamp)) != transport::Pair::Now::sent) return false;
+  } else {
+    // Its number on the pair is the next receive's (post_point_to_point), taken only if it
+    // completes here.
+    uint64_t& next = recv_counters(g)[t.args.root];
+    t.stamp.seq = next;
+    if (!pair.recv_now(t.args.recv, bytes, encode(t.stamp))) return false;
+    ++next;
+  }
+  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
+  fr_->started(t.fr, ctx_->transport_name(peer));
+  fr_->finished(t.fr, true);
+  WorkAccess::finish(work, nullptr);
   return true;
 }
 

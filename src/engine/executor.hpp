@@ -90,7 +90,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // another thread queues behind it). If a message it needs does not arrive within
   // KOLO_DIRECT_SPIN_US it goes to the queue's front for the engine, which skips the sends
   // already made (t.skip_sends). True when it ran or was queued that way (`lk` unlocked);
-  // false, with nothing done, when the caller must submit() it.
+  // false, with nothing done, when the caller must submit() it. A send or receive is tried once,
+  // with both locks held: done at once, or submitted as usual.
   bool run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk);
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
@@ -136,6 +137,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // run_direct for two ranks and an algorithm that is one exchange there (two_rank_direct.hpp):
   // true when it completed `work`, false (t.skip_sends set) when it must be handed over.
   bool run_two_rank_direct(Task& t, Work& work);
+  // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
+  // with the right number and size, at once; false (nothing done) otherwise.
+  bool run_point_to_point_direct(Task& t, Work& work);
   // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
   void run_algorithm(Task& t, Work& work, EngineComm& comm);
   void post_point_to_point(Task& t);

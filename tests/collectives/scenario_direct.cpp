@@ -13,6 +13,11 @@
 //  - two threads per rank issue all-reduces and broadcasts by turns (a turnstile fixes the order,
 //    the same on every rank) and each waits for its own while the other issues: a collective may
 //    run directly on one thread while the other waits for its last one, or queues behind it;
+//  - sends and receives around the ring (a direct send completes at issue, a receive whose
+//    message is there already completes at issue), half the ranks receiving first;
+//  - issuing never waits for a peer: rank 0 issues a receive, and an all-reduce, whose peers
+//    issue their side only after a token that rank 0 sends on a second group after both calls
+//    returned (were either call to wait for its peer, both ranks would wait for ever);
 //  - a root's 8-byte broadcast, after a barrier, has completed when broadcast() returns
 //    (printed, for the driver to check where the direct path is on).
 #include <chrono>
@@ -163,6 +168,52 @@ void scenario_direct(WorkerContext& ctx) {
     t1.join();
     for (int k = 0; k < kTurns; ++k)
       ctx.log.expect(ok[static_cast<size_t>(k)] != 0, "turn " + std::to_string(k) + " has the right result");
+  }
+
+  ctx.log.begin_case("sends and receives around the ring");
+  if (world > 1) {
+    const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    for (int k = 0; k < 100; ++k) {
+      const size_t n = 1 + static_cast<size_t>(k % 7) * 100;
+      std::vector<int32_t> out(n), in(n, -1);
+      for (size_t i = 0; i < n; ++i) out[i] = rank * 100000 + k * 1000 + static_cast<int32_t>(i % 1000);
+      WorkPtr s, r;
+      if ((rank + k) % 2 == 0) {
+        s = g.send(Buffer(out.data(), n), next);
+        r = g.recv(Buffer(in.data(), n), prev);
+      } else {
+        r = g.recv(Buffer(in.data(), n), prev);
+        s = g.send(Buffer(out.data(), n), next);
+      }
+      s->wait();
+      r->wait();
+      ctx.log.expect_elements("received from the previous rank", DataType::int32, in.data(), n,
+                              [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 1000 + static_cast<int>(i % 1000)); });
+    }
+  }
+
+  ctx.log.begin_case("issuing never waits for a peer");
+  if (world > 1) {
+    std::shared_ptr<ProcessGroup> side = g.split(0, rank);  // its own connections: the tokens
+    int32_t token = 7, data = rank == 1 ? 99 : -1;
+    std::vector<int32_t> v(3, rank + 1);
+    if (rank == 0) {
+      WorkPtr r = g.recv(Buffer(&data, 1), 1);  // rank 1 sends it only after the token
+      WorkPtr a = g.allreduce(Buffer(v.data(), v.size()));  // the others issue it after the token too
+      for (int p = 1; p < world; ++p) side->send(Buffer(&token, 1), p)->wait();
+      r->wait();
+      a->wait();
+      ctx.log.expect(data == 99, "the receive issued before its message was sent got it");
+    } else {
+      int32_t got = 0;
+      side->recv(Buffer(&got, 1), 0)->wait();
+      ctx.log.expect(got == 7, "the token arrived");
+      if (rank == 1) g.send(Buffer(&data, 1), 0)->wait();
+      g.allreduce(Buffer(v.data(), v.size()))->wait();
+    }
+    side->shutdown();
+    const long double sum = static_cast<long double>(world) * (world + 1) / 2;
+    ctx.log.expect_elements("all-reduce issued before its peers'", DataType::int32, v.data(), v.size(), [&](size_t) { return sum; });
   }
 
   ctx.log.begin_case("a root's small broadcast after a barrier");
