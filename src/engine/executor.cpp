@@ -50,10 +50,15 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
       wait_(WaitPolicy::from_config(ranks_on_my_host(group_))),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),
       inline_window_(std::max<int64_t>(0, config::get_int("KOLO_INLINE_WINDOW_US"))),
+      // A group of one has no message to move: its collectives are local copies.
       direct_capable_(config::get_int("KOLO_DIRECT") != 0 && group_.size <= EngineComm::kMaxDirectRanks &&
-                      ctx_->all_peers_move_now()),
+                      (group_.size == 1 || ctx_->all_peers_move_now())),
       direct_bytes_(static_cast<size_t>(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_BYTES")))),
       direct_spin_(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_SPIN_US"))) {
+  if (direct_capable_ && group_.size == 2) {
+    direct_peer_ = &ctx_->pair(1 - group_.rank);
+    direct_peer_transport_ = ctx_->transport_name(1 - group_.rank);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -529,7 +534,7 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   bool ran = true;
   {
     RunningOperations mark;
-    if (group_.size == 2 && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_) {
+    if (direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_) {
       ran = run_two_rank_direct(t, *work);
     } else {
       EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
@@ -583,22 +588,19 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
     ++next;
   }
   t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
-  fr_->started(t.fr, ctx_->transport_name(peer));
-  fr_->finished(t.fr, true);
+  fr_->ran(t.fr, ctx_->transport_name(peer));
   WorkAccess::finish(work, nullptr);
   return true;
 }
 
 bool Executor::run_two_rank_direct(Task& t, Work& work) {
-  const int peer = 1 - group_.rank;
   DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
-  const TwoRankOutcome o = run_two_rank(t.args, group_.rank, ctx_->pair(peer), encode(t.stamp), scratch_, spin);
+  const TwoRankOutcome o = run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin);
   if (!o.done) {
     t.skip_sends = o.sent;
     return false;
   }
-  fr_->started(t.fr, ctx_->transport_name(peer));
-  fr_->finished(t.fr, true);
+  fr_->ran(t.fr, direct_peer_transport_);
   WorkAccess::finish(work, nullptr);
   return true;
 }

@@ -173,11 +173,15 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::atomic<uint64_t> collectives_done_{0};
   bool inline_enabled_;
   std::chrono::microseconds inline_window_;
-  // The direct path: KOLO_DIRECT and every peer reached by a transport that moves messages at
-  // once; collectives up to direct_bytes_ per rank; how long one polls before it hands over.
+  // The direct path: KOLO_DIRECT and every peer (if any) reached by a transport that moves
+  // messages at once; collectives up to direct_bytes_ per rank; how long one polls before it hands over.
   bool direct_capable_;
   size_t direct_bytes_;
   std::chrono::microseconds direct_spin_;
+  // In a direct-capable group of two: the pair to the other rank (shared-memory pairs live as
+  // long as the context) and its transport's name, looked up once.
+  transport::Pair* direct_peer_ = nullptr;
+  const char* direct_peer_transport_ = "";
   // How long the engine thread leaves a deferred operation to its caller: the window, stretched
   // while callers keep taking their operations in time (engine thread only; take_next).
   static constexpr unsigned kMaxStretch = 64;

@@ -195,6 +195,16 @@ void FlightRecorder::finished(FlightEntry* e, bool ok) {
   if (!trace_path_.empty()) trace_event(*e);
 }
 
+void FlightRecorder::ran(FlightEntry* e, const char* transport) {
+  if (!e) return;
+  const uint64_t now = ticks_now();
+  e->started.store(now, std::memory_order_relaxed);
+  e->finished.store(now, std::memory_order_relaxed);
+  e->transport.store(transport, std::memory_order_relaxed);
+  e->state.store(FlightEntry::done, std::memory_order_release);
+  if (!trace_path_.empty()) trace_event(*e);
+}
+
 void FlightRecorder::trace_event(const FlightEntry& e) {
   const int64_t started = scale_.to_ns(e.started.load()), finished = scale_.to_ns(e.finished.load());
   const int64_t start = started ? started : scale_.to_ns(e.issued);

@@ -58,6 +58,9 @@ class FlightRecorder {
   FlightEntry* record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root, bool stamp);
   void started(FlightEntry* e, const char* transport);
   void finished(FlightEntry* e, bool ok);
+  // started() and finished(ok) at once, with one clock read: an operation that completed in
+  // the call that issued it (the direct path), where the two marks would be nanoseconds apart.
+  void ran(FlightEntry* e, const char* transport);
 
   // The ring as JSON / text, oldest first; `reason` says why it was dumped.
   std::string json(const std::string& reason) const;

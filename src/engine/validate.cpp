@@ -14,28 +14,41 @@ namespace {
 
 using algo::CollKind;
 
-[[noreturn]] void refuse(const algo::CollArgs& a, const std::string& why) {
+// Cold and out of line, with the messages it builds: the checks below inline into validate()
+// (every issue passes there) and only a refusal pays for the strings.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse(const algo::CollArgs& a, const std::string& why) {
   throw InvalidArgument(std::string("kolo: ") + algo::coll_name(a.kind) + " refused: " + why);
 }
 
 // Checks that `count` elements of `elem` bytes, times `mult`, fits in size_t and returns the bytes.
 // The compiler's overflow-checked multiply (a flag test), not a division per check: every issue
 // passes here.
-size_t checked_bytes(const algo::CollArgs& a, size_t count, size_t mult, const char* what) {
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_overflow(const algo::CollArgs& a, size_t count, size_t mult, const char* what) {
+  refuse(a, std::string(what) + " count " + std::to_string(count) + " x " + std::to_string(mult) + " elements overflows the address space");
+}
+
+[[gnu::always_inline]] inline size_t checked_bytes(const algo::CollArgs& a, size_t count, size_t mult, const char* what) {
   size_t elems, bytes;
   if (__builtin_mul_overflow(count, mult, &elems) || __builtin_mul_overflow(elems, a.elem_size(), &bytes))
-    refuse(a, std::string(what) + " count " + std::to_string(count) + " x " + std::to_string(mult) + " elements overflows the address space");
+    refuse_overflow(a, count, mult, what);
   return bytes;
 }
 
-void check_buffer(const algo::CollArgs& a, const Buffer& b, const void* ptr, size_t need_elems, const char* what) {
+// Which of check_buffer's rules `b` breaks, as a message.
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_buffer(const algo::CollArgs& a, const Buffer& b, const void* ptr,
+                                                          size_t need_elems, const char* what) {
   if (b.dtype != a.dtype)
     refuse(a, std::string(what) + " buffer is " + dtype_name(b.dtype) + " but the send buffer is " + dtype_name(a.dtype));
   if (!b.device.is_cpu()) refuse(a, std::string(what) + " buffer is CUDA memory; this build of kolo serves CPU buffers only");
   if (need_elems > 0 && ptr == nullptr)
     refuse(a, std::string(what) + " buffer is null but " + std::to_string(need_elems) + " elements are needed");
-  if (b.count < need_elems)
-    refuse(a, std::string(what) + " buffer holds " + std::to_string(b.count) + " elements but " + std::to_string(need_elems) + " are needed");
+  refuse(a, std::string(what) + " buffer holds " + std::to_string(b.count) + " elements but " + std::to_string(need_elems) + " are needed");
+}
+
+[[gnu::always_inline]] inline void check_buffer(const algo::CollArgs& a, const Buffer& b, const void* ptr, size_t need_elems,
+                                                const char* what) {
+  if (b.dtype != a.dtype || !b.device.is_cpu() || (need_elems > 0 && ptr == nullptr) || b.count < need_elems)
+    refuse_buffer(a, b, ptr, need_elems, what);
 }
 
 bool overlaps(const void* p, size_t pn, const void* q, size_t qn) {
