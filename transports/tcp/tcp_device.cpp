@@ -197,9 +197,33 @@ TcpPair* TcpDevice::tcp_pair(int peer) const {
   return pairs_[static_cast<size_t>(peer)].get();
 }
 
-bool TcpDevice::poll() {
+bool TcpDevice::poll() { return poll_pairs(false); }
+
+bool TcpDevice::poll_pairs(bool ask_epoll) {
+  // Reading a socket that a posted receive waits on costs one system call whether or not its
+  // message has come; asking epoll_wait first added a second one to every message received. So
+  // while at most kReadAtOnce pairs wait for input, they are read at once (a read that finds
+  // nothing costs what the epoll_wait did), and epoll is asked only every kEpollEvery polls
+  // (hang-ups and abort notices of the other pairs), when a send met a full socket buffer
+  // (only epoll tells when it drains), while connections are made on demand, and before the
+  // engine sleeps: its ready list must then be empty, or poll(2) on the epoll descriptor would
+  // return at once for data already read. Edge-triggered, so a read ahead of the event is
+  // harmless: the event, when epoll is asked, makes one more read, which finds nothing.
+  constexpr unsigned kEpollEvery = 64;
+  constexpr int kReadAtOnce = 2;
+  int awaiting = 0;
+  bool blocked_output = false;
+  for (auto* p : live_) {
+    awaiting += p->awaits_input() ? 1 : 0;
+    blocked_output |= p->output_blocked();
+  }
+  const bool read_at_once = awaiting > 0 && awaiting <= kReadAtOnce;
+  if (!read_at_once || ask_epoll || blocked_output || on_demand_ || ++polls_ % kEpollEvery == 0) ask_epoll = true;
+  if (read_at_once)
+    for (auto* p : live_)
+      if (p->awaits_input()) p->expect_input();
   epoll_event evs[64];
-  int n = epoll_wait(epfd_.get(), evs, 64, 0);
+  const int n = ask_epoll ? epoll_wait(epfd_.get(), evs, 64, 0) : 0;
   for (int i = 0; i < n; ++i) {
     const uint32_t tag = evs[i].data.u32;
     uint32_t e = evs[i].events;

@@ -26,6 +26,8 @@ class TcpDevice final : public transport::Device {
   transport::Pair* pair(int peer) override;
   TcpPair* tcp_pair(int peer) const;
   bool poll() override;
+  // Before the engine sleeps on the epoll descriptor: a poll that asks epoll (see poll_pairs).
+  bool prepare_sleep() override { return poll_pairs(true); }
   int wait_fd() const override { return epfd_.get(); }
   void abort(const std::string& reason) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
@@ -34,6 +36,10 @@ class TcpDevice final : public transport::Device {
   TcpPair* add_pair(int peer, Fd fd);
 
  private:
+  // poll(): reads the sockets that a posted receive waits on at once and asks epoll only now and
+  // then (or with `ask_epoll`); see tcp_device.cpp.
+  bool poll_pairs(bool ask_epoll);
+  unsigned polls_ = 0;
   TcpDevice(int size, transport::FailureSink* sink);
   static std::unique_ptr<TcpDevice> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers);
 

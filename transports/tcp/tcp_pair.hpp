@@ -23,6 +23,13 @@ class TcpPair final : public transport::PairBase {
   void mark(bool readable, bool writable, bool hangup);
   // Moves what can move; true if any request completed or failed.
   bool progress();
+  // A receive is posted, or a frame is half read: bytes are awaited on this socket.
+  bool awaits_input() const { return !recvs_.empty() || rstate_ != ReadState::header || hdr_got_ > 0; }
+  // Read at the next progress() without waiting for epoll to say so (a read that finds nothing
+  // clears it again, as after an event).
+  void expect_input() { readable_ = true; }
+  // A send waits for the socket buffer to drain, which only epoll reports.
+  bool output_blocked() const { return !writable_ && !sends_.empty(); }
 
   // Orderly close support.
   void queue_bye();
