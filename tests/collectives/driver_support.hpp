@@ -85,4 +85,10 @@ inline double seconds_after(const RankOutcome& s, std::chrono::steady_clock::tim
   return std::chrono::duration<double>(raised - hit_at).count();
 }
 
+// Every rank exited 0 and printed its "OK rank" line (the worker's verdict on its checks).
+inline void expect_all_ok(const WorldOutcome& outcome) {
+  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
+  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
+}
+
 }  // namespace kolo::coltest

@@ -78,16 +78,6 @@ std::vector<MatrixCase> direct_cases(int world) {
   return cases;
 }
 
-void run_case(ProcessGroup& g, const MatrixCase& c, uint32_t salt, CheckLog& log) {
-  switch (c.coll) {
-    case Coll::allreduce:
-    case Coll::reduce:
-    case Coll::reduce_scatter: run_reduction_case(g, c, log); break;
-    case Coll::barrier: run_barrier_case(g, c, log); break;
-    default: run_movement_case(g, c, salt, log); break;
-  }
-}
-
 }  // namespace
 
 void scenario_direct(WorkerContext& ctx) {
@@ -101,7 +91,7 @@ void scenario_direct(WorkerContext& ctx) {
       ctx.log.begin_case(std::string(late ? "one rank late: " : "") + c.describe());
       if (late && static_cast<int>(k % static_cast<size_t>(world)) == rank)
         std::this_thread::sleep_for(std::chrono::milliseconds(3));
-      run_case(g, c, ++salt, ctx.log);
+      run_matrix_case(g, c, ++salt, ctx.log);
     }
   }
 

@@ -15,15 +15,7 @@ void scenario_matrix(WorkerContext& ctx) {
   for (const MatrixCase& c : matrix_cases(coll, group.size())) {
     ctx.log.begin_case(c.describe());
     ++salt;
-    switch (c.coll) {
-      case Coll::allreduce:
-      case Coll::reduce:
-      case Coll::reduce_scatter: run_reduction_case(group, c, ctx.log); break;
-      case Coll::alltoallv: run_alltoallv_case(group, c, salt, ctx.log); break;
-      case Coll::sendrecv: run_sendrecv_case(group, c, salt, ctx.log); break;
-      case Coll::barrier: run_barrier_case(group, c, ctx.log); break;
-      default: run_movement_case(group, c, salt, ctx.log); break;
-    }
+    run_matrix_case(group, c, salt, ctx.log);
   }
   ctx.log.end_case();
 }

@@ -67,18 +67,6 @@ MatrixCase draw_case(Rng& rng, int size, size_t max_bytes) {
   }
 }
 
-void run_case(ProcessGroup& group, const MatrixCase& c, uint32_t salt, CheckLog& log) {
-  switch (c.coll) {
-    case Coll::allreduce:
-    case Coll::reduce:
-    case Coll::reduce_scatter: run_reduction_case(group, c, log); break;
-    case Coll::alltoallv: run_alltoallv_case(group, c, salt, log); break;
-    case Coll::sendrecv: run_sendrecv_case(group, c, salt, log); break;
-    case Coll::barrier: run_barrier_case(group, c, log); break;
-    default: run_movement_case(group, c, salt, log); break;
-  }
-}
-
 // Entries of `path` whose name contains `part` (every entry when it is empty).
 size_t count_dir(const char* path, const std::string& part = "") {
   size_t n = 0;
@@ -152,7 +140,7 @@ size_t subgroup_episode(WorkerContext& ctx, ProcessGroup& world, Rng& rng, size_
   for (size_t i = 0; i < rounds; ++i) {
     const MatrixCase c = draw_case(sub_rng, sub->size(), max_bytes);
     ctx.log.begin_case(how + " size " + std::to_string(sub->size()) + ": " + c.describe());
-    run_case(*sub, c, static_cast<uint32_t>(sub_rng()), ctx.log);
+    run_matrix_case(*sub, c, static_cast<uint32_t>(sub_rng()), ctx.log);
   }
   sub->shutdown();
   return rounds;
@@ -179,7 +167,7 @@ void scenario_random(WorkerContext& ctx) {
     }
     const MatrixCase c = draw_case(rng, world.size(), max_bytes);
     ctx.log.begin_case("#" + std::to_string(done) + " " + c.describe());
-    run_case(world, c, static_cast<uint32_t>(done + 1), ctx.log);  // the same salt on every rank
+    run_matrix_case(world, c, static_cast<uint32_t>(done + 1), ctx.log);  // the same salt on every rank
     if (done == 0) ctx.say("loop started");
   }
   if (sample_every != 0) print_sample(ctx, count);

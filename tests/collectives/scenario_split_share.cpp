@@ -37,18 +37,6 @@ namespace {
 
 using kolo::testing_support::open_sockets;
 
-void run_case(ProcessGroup& g, const MatrixCase& c, uint32_t salt, CheckLog& log) {
-  switch (c.coll) {
-    case Coll::allreduce:
-    case Coll::reduce:
-    case Coll::reduce_scatter: run_reduction_case(g, c, log); break;
-    case Coll::alltoallv: run_alltoallv_case(g, c, salt, log); break;
-    case Coll::sendrecv: run_sendrecv_case(g, c, salt, log); break;
-    case Coll::barrier: run_barrier_case(g, c, log); break;
-    default: run_movement_case(g, c, salt, log); break;
-  }
-}
-
 // About `want` cases of collective `c` at group size `n`, spread over its matrix (different
 // algorithms, dtypes, counts, roots); `turn` shifts the sample so that groups run different ones.
 std::vector<MatrixCase> sample(Coll c, int n, size_t want, size_t turn) {
@@ -131,7 +119,7 @@ void scenario_split_share(WorkerContext& ctx) {
     expect_members(*by_members, grand_members, r, ctx.log);
     for (const MatrixCase& c : sample(Coll::allreduce, by_members->size(), 3, 5)) {
       ctx.log.begin_case("by members: " + c.describe());
-      run_case(*by_members, c, 1000, ctx.log);
+      run_matrix_case(*by_members, c, 1000, ctx.log);
     }
   }
 
@@ -143,14 +131,14 @@ void scenario_split_share(WorkerContext& ctx) {
     const auto in_world = sample(c, n, 2, turn++);
     for (size_t i = 0; i < in_child.size(); ++i) {
       ctx.log.begin_case("child: " + in_child[i].describe());
-      run_case(*child, in_child[i], ++salt, ctx.log);
+      run_matrix_case(*child, in_child[i], ++salt, ctx.log);
       if (i < in_world.size()) {
         ctx.log.begin_case("world: " + in_world[i].describe());
-        run_case(world, in_world[i], ++salt, ctx.log);
+        run_matrix_case(world, in_world[i], ++salt, ctx.log);
       }
       if (i < in_grand.size()) {
         ctx.log.begin_case("grandchild: " + in_grand[i].describe());
-        run_case(*grand, in_grand[i], ++salt, ctx.log);
+        run_matrix_case(*grand, in_grand[i], ++salt, ctx.log);
       }
     }
   }
@@ -170,7 +158,7 @@ void scenario_split_share(WorkerContext& ctx) {
   grand.reset();
   child->shutdown();
   child.reset();
-  for (const MatrixCase& c : sample(Coll::allreduce, n, 3, 7)) run_case(world, c, ++salt, ctx.log);
+  for (const MatrixCase& c : sample(Coll::allreduce, n, 3, 7)) run_matrix_case(world, c, ++salt, ctx.log);
 
   ctx.log.begin_case("a sharing child outlives its parent's shutdown");
   std::shared_ptr<ProcessGroup> survivor = world.split(r % 2, -r, opts);
@@ -187,7 +175,7 @@ void scenario_split_share(WorkerContext& ctx) {
   for (Coll c : {Coll::allreduce, Coll::allgather, Coll::broadcast, Coll::sendrecv})
     for (const MatrixCase& mc : sample(c, survivor->size(), 2, 3)) {
       ctx.log.begin_case("survivor: " + mc.describe());
-      run_case(*survivor, mc, ++salt, ctx.log);
+      run_matrix_case(*survivor, mc, ++salt, ctx.log);
     }
   survivor->shutdown();  // the last group on the world's connections: it closes them
   ctx.log.end_case();

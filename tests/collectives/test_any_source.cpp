@@ -12,11 +12,6 @@ namespace {
 
 bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
 
-void expect_all_ok(const WorldOutcome& outcome) {
-  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
-  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
-}
-
 // `transport` null: whatever the environment picks (shm here; ibverbs in the RDMA VM, whose
 // tests/rdma/guest-run.sh exports KOLO_TRANSPORT=ibverbs).
 LaunchSpec any_source(int world, const char* transport, bool lazy = false) {

@@ -19,11 +19,6 @@
 namespace kolo::coltest {
 namespace {
 
-void expect_all_ok(const WorldOutcome& outcome) {
-  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
-  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
-}
-
 TEST(Api, TenCollectivesInFlightCompleteInIssueOrder) {
   for (int world : {1, 3, 4}) expect_all_ok(run_world(worker_launch("inflight", world, std::chrono::seconds(60))));
 }

@@ -11,11 +11,6 @@
 namespace kolo::coltest {
 namespace {
 
-void expect_all_ok(const WorldOutcome& outcome) {
-  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
-  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
-}
-
 TEST(Direct, EveryRankDirectMatchesTheReference) {
   for (int world : {2, 3, 4}) {
     LaunchSpec spec = worker_launch("direct", world, std::chrono::seconds(180));
