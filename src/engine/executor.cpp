@@ -7,27 +7,13 @@
 #include "common/cpu_relax.hpp"
 #include "common/log.hpp"
 #include "common/config.hpp"
-#include "engine/two_rank_direct.hpp"
+#include "engine/running_operations.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::engine {
 
 using Clock = std::chrono::steady_clock;
 using transport::Request;
-
-// Set while this thread runs operations (holds some group's run_mu_): a completion callback that
-// waits must not try to run operations itself.
-// initial-exec: libkolo is loaded at startup (not dlopen'ed after threads exist, except as
-// kolo_torch's dependency, which glibc's static TLS reserve covers for one int), so the variable
-// is one %fs-relative access instead of a __tls_get_addr call on every inline run.
-static thread_local int running_operations __attribute__((tls_model("initial-exec"))) = 0;
-
-namespace {
-struct RunningOperations {
-  RunningOperations() { ++running_operations; }
-  ~RunningOperations() { --running_operations; }
-};
-}  // namespace
 
 // The waiter's bound leaves the operation's own timeout time to end it (negative: no bound).
 static bool within(std::chrono::milliseconds wait_timeout, std::chrono::milliseconds op_timeout) {
@@ -506,103 +492,6 @@ void Executor::loop() {
     }
     check_pending();
   }
-}
-
-bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk) {
-  // Issue order holds only if everything issued before has completed and nothing is queued (a
-  // send or receive posted earlier is fine: the pairs keep each direction's order). Not from a
-  // completion callback of an operation this thread runs, not for a sharing subgroup (its
-  // parent's operations interleave), not when the caller asked for the engine thread.
-  const bool p2p = t.type == Task::Type::point_to_point;
-  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || closing_ || !queue_.empty() ||
-      !collectives_done(lk) || running_operations != 0 || failed_.load(std::memory_order_relaxed))
-    return false;
-  if (!p2p && (t.type != Task::Type::collective || t.algorithm == nullptr ||
-               t.algorithm->direct_max_ranks < group_.size))
-    return false;
-  std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
-  if (!run.owns_lock() || ctx_->has_failure()) return false;
-  if (p2p) return run_point_to_point_direct(t, *work);
-  // Ours from here: numbered and counted like a queued collective, so that whoever issues
-  // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
-  // this thread runs may issue).
-  t.ticket = next_ticket_++;
-  ++collectives_queued_;
-  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm->name, t.args.bytes(), t.args.root,
-                     /*stamp=*/false);
-  lk.unlock();
-  bool ran = true;
-  {
-    RunningOperations mark;
-    if (direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_) {
-      ran = run_two_rank_direct(t, *work);
-    } else {
-      EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
-      comm.go_direct(direct_spin_);
-      try {
-        run_algorithm(t, *work, comm);
-      } catch (const DirectHandoff&) {
-        t.skip_sends = comm.sends_done();
-        ran = false;
-      }
-    }
-  }
-  if (ran) {
-    collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    return true;
-  }
-  // Handed over: back to the queue's front, before whatever was issued meanwhile (nothing left
-  // the queue: taking from it needs the run lock, still ours), as submit() would have queued it.
-  bool notify;
-  lk.lock();
-  t.work = work;
-  WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
-  t.deferred = inline_enabled_ && predict_inline_.load(std::memory_order_relaxed);
-  notify = !t.deferred;
-  queue_.push_front(&t);
-  add_queued(1);
-  lk.unlock();
-  run.unlock();
-  if (notify) {
-    wake_.bump_and_wake();
-    ctx_->wake_sleeper();
-  }
-  return true;
-}
-
-bool Executor::run_point_to_point_direct(Task& t, Work& work) {
-  // Once, without waiting: a receive issued before its message was sent (pre-posted, as a
-  // pipeline does) must not hold its caller, nor a send meet a full ring.
-  const GroupInfo& g = group_;
-  const int peer = g.to_ctx(t.args.root);
-  transport::Pair& pair = ctx_->pair(peer);
-  const size_t bytes = t.args.bytes();
-  if (t.args.kind == algo::CollKind::send) {
-    if (pair.send_now(t.args.send, bytes, encode(t.stamp)) != transport::Pair::Now::sent) return false;
-  } else {
-    // Its number on the pair is the next receive's (post_point_to_point), taken only if it
-    // completes here.
-    uint64_t& next = recv_counters(g)[t.args.root];
-    t.stamp.seq = next;
-    if (!pair.recv_now(t.args.recv, bytes, encode(t.stamp))) return false;
-    ++next;
-  }
-  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
-  fr_->ran(t.fr, ctx_->transport_name(peer));
-  WorkAccess::finish(work, nullptr);
-  return true;
-}
-
-bool Executor::run_two_rank_direct(Task& t, Work& work) {
-  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
-  const TwoRankOutcome o = run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin);
-  if (!o.done) {
-    t.skip_sends = o.sent;
-    return false;
-  }
-  fr_->ran(t.fr, direct_peer_transport_);
-  WorkAccess::finish(work, nullptr);
-  return true;
 }
 
 void Executor::run_collective(Task& t) {
