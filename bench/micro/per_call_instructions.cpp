@@ -3,7 +3,8 @@
 // machine are noise; callgrind's instruction count is exact. scripts/per-call-instructions.sh
 // runs this under callgrind, collecting inside measure() only (the calling thread, which runs
 // the operation inline), for two iteration counts and reports the difference per call.
-//   kolo-per-call-instructions allreduce|broadcast|barrier ITERATIONS
+//   kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv ITERATIONS
+// (sendrecv only under a launcher: a send to the next rank and a receive from the previous.)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,17 +17,30 @@ extern "C" __attribute__((noinline)) void measure(kolo::ProcessGroup& g, int n, 
       g.allreduce(kolo::Buffer(x, 1))->wait();
     else if (which == 1)
       g.broadcast(kolo::Buffer(x, 1))->wait();
-    else
+    else if (which == 2)
       g.barrier()->wait();
+    else {  // kolo-perf's sendrecv: to the next rank, from the previous one
+      const int r = g.rank(), p = g.size();
+      kolo::WorkPtr s = g.send(kolo::Buffer(x, 1), (r + 1) % p);
+      kolo::WorkPtr v = g.recv(kolo::Buffer(x + 1, 1), (r + p - 1) % p);
+      s->wait();
+      v->wait();
+    }
   }
 }
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier ITERATIONS\n");
+    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv ITERATIONS\n");
     return 2;
   }
-  const int which = std::strcmp(argv[1], "allreduce") == 0 ? 0 : std::strcmp(argv[1], "broadcast") == 0 ? 1 : 2;
+  const char* names[] = {"allreduce", "broadcast", "barrier", "sendrecv"};
+  int which = 0;
+  while (which < 4 && std::strcmp(argv[1], names[which]) != 0) ++which;
+  if (which == 4) {
+    std::fprintf(stderr, "kolo-per-call-instructions: unknown operation %s\n", argv[1]);
+    return 2;
+  }
   const int n = std::atoi(argv[2]);
   // Under a launcher (kolorun -n 2 valgrind ...; WORLD_SIZE set) every rank counts its own share
   // of a real exchange; alone, a group of one.
@@ -38,9 +52,9 @@ int main(int argc, char** argv) {
     o.secret = "per-call-instructions";
     g = kolo::ProcessGroup::create(kolo::make_hash_store(), 0, 1, o);
   }
-  float x = 1;
-  for (int i = 0; i < 200; ++i) g->allreduce(kolo::Buffer(&x, 1))->wait();  // warm: pools sized
-  measure(*g, n, which, &x);
+  float x[2] = {1, 1};
+  for (int i = 0; i < 200; ++i) g->allreduce(kolo::Buffer(x, 1))->wait();  // warm: pools sized
+  measure(*g, n, which, x);
   g->shutdown();
   return 0;
 }

@@ -153,6 +153,10 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   }
   RunningOperations mark;
   // `w` stays alive throughout: its caller holds a reference.
+  if (inline_batch_.size() == 1 && pending_.empty() && wait_point_to_point_direct(*inline_batch_.front())) {
+    inline_batch_.clear();
+    return true;
+  }
   for (Task* t : inline_batch_) run_task(*t);
   inline_batch_.clear();  // keeps its capacity: the next inline run allocates nothing
   check_pending();

@@ -87,10 +87,27 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
     if (!pair.recv_now(t.args.recv, bytes, encode(t.stamp))) return false;
     ++next;
   }
-  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
+  if (t.fr == nullptr)  // a queued one (wait_point_to_point_direct) has its record
+    t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
   fr_->ran(t.fr, ctx_->transport_name(peer));
   WorkAccess::finish(work, nullptr);
   return true;
+}
+
+bool Executor::wait_point_to_point_direct(Task& t) {
+  // With the run lock held and nothing posted (pending_ empty), as run_direct's own try; the
+  // caller is about to wait anyway, so a late message costs it nothing but the polls.
+  if (!direct_capable_ || t.type != Task::Type::point_to_point || t.group || t.args.bytes() > direct_bytes_ ||
+      failed_.load(std::memory_order_relaxed))
+    return false;
+  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
+  do {
+    if (run_point_to_point_direct(t, *t.work)) {
+      release(t);  // `t` may be gone from here on
+      return true;
+    }
+  } while (spin.again());
+  return false;
 }
 
 bool Executor::run_two_rank_direct(Task& t, Work& work) {

@@ -15,6 +15,8 @@
 //    run directly on one thread while the other waits for its last one, or queues behind it;
 //  - sends and receives around the ring (a direct send completes at issue, a receive whose
 //    message is there already completes at issue), half the ranks receiving first;
+//  - receives waited for while their messages are on the way (sent at once, within the direct
+//    spin, or far later), two per peer, the second queued behind the first;
 //  - issuing never waits for a peer: rank 0 issues a receive, and an all-reduce, whose peers
 //    issue their side only after a token that rank 0 sends on a second group after both calls
 //    returned (were either call to wait for its peer, both ranks would wait for ever);
@@ -179,6 +181,39 @@ void scenario_direct(WorkerContext& ctx) {
       r->wait();
       ctx.log.expect_elements("received from the previous rank", DataType::int32, in.data(), n,
                               [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 1000 + static_cast<int>(i % 1000)); });
+    }
+  }
+
+  ctx.log.begin_case("receives waited for while their messages are on the way");
+  if (world > 1) {
+    // Each rank issues two receives, then sends its two messages after a pause: none, shorter
+    // than KOLO_DIRECT_SPIN_US (the waiter polls the pair and takes the first), or far longer
+    // (it posts the receive and the engine's polling delivers it). The second receive is queued
+    // behind the first, so it is waited for the ordinary way.
+    const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    const std::chrono::microseconds pauses[] = {std::chrono::microseconds(0), std::chrono::microseconds(5),
+                                                std::chrono::microseconds(3000)};
+    for (int k = 0; k < 30; ++k) {
+      const size_t n = 1 + static_cast<size_t>(k % 5) * 3;
+      std::vector<int32_t> out1(n), out2(n), in1(n, -1), in2(n, -1);
+      for (size_t i = 0; i < n; ++i) {
+        out1[i] = rank * 100000 + k * 100 + static_cast<int32_t>(i);
+        out2[i] = -out1[i] - 1;
+      }
+      WorkPtr r1 = g.recv(Buffer(in1.data(), n), prev);
+      WorkPtr r2 = g.recv(Buffer(in2.data(), n), prev);
+      std::thread sender([&] {
+        std::this_thread::sleep_for(pauses[k % 3]);
+        g.send(Buffer(out1.data(), n), next)->wait();
+        g.send(Buffer(out2.data(), n), next)->wait();
+      });
+      r1->wait();
+      r2->wait();
+      sender.join();
+      ctx.log.expect_elements("first message from the previous rank", DataType::int32, in1.data(), n,
+                              [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 100 + static_cast<int>(i)); });
+      ctx.log.expect_elements("second message from the previous rank", DataType::int32, in2.data(), n,
+                              [&](size_t i) { return -static_cast<long double>(prev * 100000 + k * 100 + static_cast<int>(i)) - 1; });
     }
   }
 
