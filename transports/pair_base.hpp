@@ -45,7 +45,12 @@ class PairBase : public Pair {
   void abort(const std::string& reason);
 
  protected:
-  PairBase(int peer, FailureSink* sink) : peer_(peer), sink_(sink) {}
+  PairBase(int peer, FailureSink* sink) : peer_(peer), sink_(sink) {
+    // Messages posted the ordinary way are rare on a pair that the direct path serves: the first
+    // ones must not allocate.
+    sends_.reserve(8);
+    recvs_.reserve(8);
+  }
 
   struct SendOp {
     const char* buf;

@@ -35,6 +35,11 @@ class RingQueue {
   void clear() {
     while (size_ > 0) pop_front();
   }
+  // Room for `n` entries from the start: a queue that only the slow path uses (an operation
+  // handed to the engine) must not allocate the first time that path is taken.
+  void reserve(size_t n) {
+    while (slots_.size() < n) grow();
+  }
   // Resets the front's slot (releasing what it holds) and drops it.
   void pop_front() {
     slots_[head_] = T{};

@@ -147,6 +147,7 @@ algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
   const int to = group_.to_ctx(peer);
   if (skip_sends_ > 0) {  // a direct attempt sent it before it handed the collective over
     --skip_sends_;
+    ++sends_done_;  // still done if this attempt hands over too
     return completed(to, true, bytes);
   }
   if (ctx_.has_failure()) raise_group_failure();

@@ -41,6 +41,14 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
                       (group_.size == 1 || ctx_->all_peers_move_now())),
       direct_bytes_(static_cast<size_t>(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_BYTES")))),
       direct_spin_(std::max<int64_t>(0, config::get_int("KOLO_DIRECT_SPIN_US"))) {
+  // Sized for a few operations at once before any runs: where the direct path takes nearly
+  // everything, the first operation to go the engine's way may come long after warm-up, and a
+  // warm group allocates nothing per operation (tests/engine/hot_path_alloc_test.cpp).
+  queue_.reserve(64);
+  inline_batch_.reserve(64);
+  pending_.reserve(16);
+  spare_reqs_.reserve(16);
+  for (int i = 0; i < 4; ++i) spare_reqs_.push_back(std::make_unique<transport::Request>());
   if (direct_capable_ && group_.size == 2) {
     direct_peer_ = &ctx_->pair(1 - group_.rank);
     direct_peer_transport_ = ctx_->transport_name(1 - group_.rank);
@@ -153,7 +161,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   }
   RunningOperations mark;
   // `w` stays alive throughout: its caller holds a reference.
-  if (inline_batch_.size() == 1 && pending_.empty() && wait_point_to_point_direct(*inline_batch_.front())) {
+  if (inline_batch_.size() == 1 && pending_.empty() && run_waited_direct(*inline_batch_.front())) {
     inline_batch_.clear();
     return true;
   }

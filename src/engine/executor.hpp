@@ -140,11 +140,16 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
   // with the right number and size, at once; false (nothing done) otherwise.
   bool run_point_to_point_direct(Task& t, Work& work);
-  // run_inline for a lone queued send or receive that the caller now waits for, while nothing
-  // else is in flight: run_point_to_point_direct retried for up to KOLO_DIRECT_SPIN_US (the
-  // message a sendrecv waits for is usually on its way). True when `t` completed (released);
-  // false, with nothing done, when it must be posted as usual.
-  bool wait_point_to_point_direct(Task& t);
+  // The direct run of a numbered, recorded collective `t` (run lock held, group idle): true
+  // when it completed `work`; false when it must be handed over (t.skip_sends: what went out,
+  // an earlier attempt's included).
+  bool attempt_direct(Task& t, Work& work);
+  // run_inline for a lone queued operation that its caller now waits for, while nothing else is
+  // in flight: the direct path once more (a collective handed over by its issuing call, whose
+  // late message is usually there by now; a send or receive retried for up to
+  // KOLO_DIRECT_SPIN_US, as a sendrecv's message is on its way). True when `t` completed
+  // (released); false when it must run as usual (t.skip_sends says what went out).
+  bool run_waited_direct(Task& t);
   // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
   void run_algorithm(Task& t, Work& work, EngineComm& comm);
   void post_point_to_point(Task& t);

@@ -31,21 +31,10 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm->name, t.args.bytes(), t.args.root,
                      /*stamp=*/false);
   lk.unlock();
-  bool ran = true;
+  bool ran;
   {
     RunningOperations mark;
-    if (direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_) {
-      ran = run_two_rank_direct(t, *work);
-    } else {
-      EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
-      comm.go_direct(direct_spin_);
-      try {
-        run_algorithm(t, *work, comm);
-      } catch (const DirectHandoff&) {
-        t.skip_sends = comm.sends_done();
-        ran = false;
-      }
-    }
+    ran = attempt_direct(t, *work);
   }
   if (ran) {
     collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -94,25 +83,50 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
   return true;
 }
 
-bool Executor::wait_point_to_point_direct(Task& t) {
-  // With the run lock held and nothing posted (pending_ empty), as run_direct's own try; the
-  // caller is about to wait anyway, so a late message costs it nothing but the polls.
-  if (!direct_capable_ || t.type != Task::Type::point_to_point || t.group || t.args.bytes() > direct_bytes_ ||
-      failed_.load(std::memory_order_relaxed))
+bool Executor::attempt_direct(Task& t, Work& work) {
+  if (direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_)
+    return run_two_rank_direct(t, work);
+  EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
+  comm.skip_sends(t.skip_sends);
+  comm.go_direct(direct_spin_);
+  try {
+    run_algorithm(t, work, comm);
+  } catch (const DirectHandoff&) {
+    t.skip_sends = comm.sends_done();
     return false;
-  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
-  do {
-    if (run_point_to_point_direct(t, *t.work)) {
-      release(t);  // `t` may be gone from here on
-      return true;
-    }
-  } while (spin.again());
-  return false;
+  }
+  return true;
+}
+
+bool Executor::run_waited_direct(Task& t) {
+  // With the run lock held, `t` off the queue's front and nothing posted (pending_ empty): the
+  // group is as idle as run_direct requires. The caller is about to wait anyway, so a message
+  // still late costs it nothing but the polls; the usual run follows.
+  if (!direct_capable_ || t.group || t.overlap || t.args.bytes() > direct_bytes_ ||
+      failed_.load(std::memory_order_relaxed) || ctx_->has_failure())
+    return false;
+  if (t.type == Task::Type::point_to_point) {
+    DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
+    do {
+      if (run_point_to_point_direct(t, *t.work)) {
+        release(t);  // `t` may be gone from here on
+        return true;
+      }
+    } while (spin.again());
+    return false;
+  }
+  if (t.type != Task::Type::collective || t.algorithm == nullptr || t.algorithm->direct_max_ranks < group_.size ||
+      !attempt_direct(t, *t.work))
+    return false;
+  release(t);
+  collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  return true;
 }
 
 bool Executor::run_two_rank_direct(Task& t, Work& work) {
   DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
-  const TwoRankOutcome o = run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin);
+  const TwoRankOutcome o =
+      run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin, t.skip_sends);
   if (!o.done) {
     t.skip_sends = o.sent;
     return false;

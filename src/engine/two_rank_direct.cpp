@@ -27,7 +27,7 @@ void combine(const algo::CollArgs& a, int rank, void* dst, const void* mine, con
 }  // namespace
 
 TwoRankOutcome run_two_rank(const algo::CollArgs& a, int rank, Pair& peer, const transport::Tag& tag, Scratch& scratch,
-                            DirectSpin& spin) {
+                            DirectSpin& spin, uint32_t already_sent) {
   const int q = 1 - rank;
   const size_t n = a.bytes();
   const char* send = static_cast<const char*>(a.send);
@@ -88,14 +88,14 @@ TwoRankOutcome run_two_rank(const algo::CollArgs& a, int rank, Pair& peer, const
   }
   const size_t bytes = a.kind == CollKind::barrier ? 0 : n;
   uint32_t sent = 0;
-  if (out != nullptr) {
+  if (out != nullptr && already_sent == 0) {
     for (;;) {
       const Pair::Now now = peer.send_now(out, bytes, tag);
       if (now == Pair::Now::sent) break;
       if (now == Pair::Now::declined || !spin.again()) return {false, 0};
     }
-    sent = 1;
   }
+  if (out != nullptr) sent = 1;
   if (in != nullptr) {
     while (!peer.recv_now(in, bytes, tag))
       if (!spin.again()) return {false, sent};

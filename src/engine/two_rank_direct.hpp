@@ -21,10 +21,11 @@ struct TwoRankOutcome {
   uint32_t sent;  // otherwise: messages already sent (0 or 1), which the engine's run skips
 };
 
-// `a` as validated; `rank` 0 or 1; `peer` the pair to the other rank; `tag` the collective's.
+// `a` as validated; `rank` 0 or 1; `peer` the pair to the other rank; `tag` the collective's;
+// `already_sent` what an earlier attempt sent (0 or 1), not sent again.
 // Local copies and the reduction happen only once the message arrived, so a collective handed
 // over (not done) has changed nothing but what it sent.
 TwoRankOutcome run_two_rank(const algo::CollArgs& a, int rank, transport::Pair& peer, const transport::Tag& tag,
-                            Scratch& scratch, DirectSpin& spin);
+                            Scratch& scratch, DirectSpin& spin, uint32_t already_sent);
 
 }  // namespace kolo::engine

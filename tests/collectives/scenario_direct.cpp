@@ -8,6 +8,8 @@
 //    last, every op on float32 and a few dtypes; each case checked element by element;
 //  - the same cases with one rank (a different one each case) issuing 3 ms late, longer than
 //    KOLO_DIRECT_SPIN_US: the others hand their collective over to the engine;
+//  - collectives handed over (one rank 1 ms late) whose callers wait only once the message is
+//    there: the waiting caller runs them directly after all, skipping what the first attempt sent;
 //  - 300 back-to-back broadcasts from rank 0 without waiting, then all waited and checked: the
 //    root fills its rings (direct sends meet full rings) while the others fall behind;
 //  - two threads per rank issue all-reduces and broadcasts by turns (a turnstile fixes the order,
@@ -22,6 +24,7 @@
 //    returned (were either call to wait for its peer, both ranks would wait for ever);
 //  - a root's 8-byte broadcast, after a barrier, has completed when broadcast() returns
 //    (printed, for the driver to check where the direct path is on).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -94,6 +97,99 @@ void scenario_direct(WorkerContext& ctx) {
       if (late && static_cast<int>(k % static_cast<size_t>(world)) == rank)
         std::this_thread::sleep_for(std::chrono::milliseconds(3));
       run_matrix_case(g, c, ++salt, ctx.log);
+    }
+  }
+
+  ctx.log.begin_case("collectives handed over, waited for once their late messages came");
+  if (world > 1) {
+    // One rank (a different one each round) issues 1 ms late; the others' direct attempts hand
+    // over after KOLO_DIRECT_SPIN_US, and they wait only 4 ms later, when the message is there:
+    // the waiting caller then runs the collective directly after all, skipping the sends its
+    // first attempt made (sent twice, the next round's messages would not match).
+    const size_t n = 3, w = static_cast<size_t>(world);
+    auto value = [](int r, size_t i) { return r * 1000 + static_cast<int32_t>(i); };
+    for (int round = 0; round < 4 * world; ++round) {
+      const int late = round % world, root = (round / world) % world;
+      const Coll kinds[] = {Coll::allreduce, Coll::broadcast, Coll::reduce, Coll::allgather,
+                            Coll::gather,    Coll::scatter,   Coll::alltoall, Coll::reduce_scatter};
+      for (Coll kind : kinds) {
+        std::vector<int32_t> in(n * w), out(n * w, -1);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
+        if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        WorkPtr wk;
+        switch (kind) {
+          case Coll::allreduce: wk = g.allreduce(Buffer(in.data(), n), Buffer(out.data(), n)); break;
+          case Coll::broadcast: {
+            BroadcastOptions o;
+            o.root = root;
+            if (rank == root) std::copy(in.begin(), in.begin() + n, out.begin());
+            wk = g.broadcast(Buffer(out.data(), n), o);
+            break;
+          }
+          case Coll::reduce: {
+            ReduceOptions o;
+            o.root = root;
+            wk = g.reduce(Buffer(in.data(), n), Buffer(out.data(), n), o);
+            break;
+          }
+          case Coll::allgather: wk = g.allgather(Buffer(in.data(), n), Buffer(out.data(), n * w)); break;
+          case Coll::gather: {
+            GatherOptions o;
+            o.root = root;
+            wk = g.gather(Buffer(in.data(), n), Buffer(out.data(), rank == root ? n * w : 0), o);
+            break;
+          }
+          case Coll::scatter: {
+            ScatterOptions o;
+            o.root = root;
+            wk = g.scatter(Buffer(in.data(), rank == root ? n * w : 0), Buffer(out.data(), n), o);
+            break;
+          }
+          case Coll::alltoall: wk = g.alltoall(Buffer(in.data(), n * w), Buffer(out.data(), n * w)); break;
+          default: wk = g.reduce_scatter(Buffer(in.data(), n * w), Buffer(out.data(), n)); break;
+        }
+        if (rank != late) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+        wk->wait();
+        const std::string what = std::string(coll_name(kind)) + ", rank " + std::to_string(late) + " late";
+        const long double sum_ranks = static_cast<long double>(world) * (world - 1) / 2;
+        switch (kind) {
+          case Coll::allreduce:
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n,
+                                    [&](size_t i) { return sum_ranks * 1000 + static_cast<long double>(world * i); });
+            break;
+          case Coll::broadcast:
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n, [&](size_t i) { return value(root, i); });
+            break;
+          case Coll::reduce:
+            if (rank == root)
+              ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n,
+                                      [&](size_t i) { return sum_ranks * 1000 + static_cast<long double>(world * i); });
+            break;
+          case Coll::allgather:
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n * w,
+                                    [&](size_t i) { return value(static_cast<int>(i / n), i % n); });
+            break;
+          case Coll::gather:
+            if (rank == root)
+              ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n * w,
+                                      [&](size_t i) { return value(static_cast<int>(i / n), i % n); });
+            break;
+          case Coll::scatter:
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n,
+                                    [&](size_t i) { return value(root, static_cast<size_t>(rank) * n + i); });
+            break;
+          case Coll::alltoall:  // block j of rank r's output is block r of rank j's input
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n * w, [&](size_t i) {
+              return value(static_cast<int>(i / n), static_cast<size_t>(rank) * n + i % n);
+            });
+            break;
+          default:
+            ctx.log.expect_elements(what.c_str(), DataType::int32, out.data(), n, [&](size_t i) {
+              return sum_ranks * 1000 + static_cast<long double>(world * (static_cast<size_t>(rank) * n + i));
+            });
+            break;
+        }
+      }
     }
   }
 
