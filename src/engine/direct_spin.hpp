@@ -1,5 +1,6 @@
 // How the direct path (Executor::run_direct) waits for something a peer will provide (a
-// message, room in a ring): it polls, reading the clock only every 64 polls, for at most
+// message, room in a ring): it polls, reading the clock only every 64 polls (every poll when it
+// yields), for at most
 // KOLO_DIRECT_SPIN_US, and then hands the collective over to the engine instead of blocking the
 // issuing thread. Where cores are scarce (WaitPolicy with no pure spin) it yields between polls.
 #pragma once
@@ -16,7 +17,9 @@ class DirectSpin {
   DirectSpin(const Context& ctx, std::chrono::microseconds window, bool yield) : ctx_(ctx), window_(window), yield_(yield) {}
   // Call after a poll that found nothing: false once the window has passed or the group failed.
   bool again() {
-    if (++polls_ % 64 == 0) {
+    // A yield is a system call (and often a switch to another process): next to it a clock
+    // read is free, and 64 yields could take a whole scheduler slice.
+    if (yield_ || ++polls_ % 64 == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (until_ == std::chrono::steady_clock::time_point{}) until_ = now + window_;
       if (now >= until_ || ctx_.has_failure()) return false;

@@ -115,6 +115,15 @@ size_t Executor::find_queued(const Work& w) const {
   return queue_[k]->work.get() == &w ? k : SIZE_MAX;
 }
 
+bool Executor::only_receives_queued(size_t from) const {
+  // Bounded: a long queue is the engine's to work through anyway.
+  constexpr size_t kLook = 16;
+  if (queue_.size() > from + kLook) return false;
+  for (size_t i = from; i < queue_.size(); ++i)
+    if (queue_[i]->type != Task::Type::point_to_point || queue_[i]->args.kind != algo::CollKind::recv) return false;
+  return true;
+}
+
 void Executor::undefer_through(size_t k) {
   bool any = false;
   for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i]->deferred, false);
@@ -129,6 +138,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   // never recovered once the engine thread had taken over: it takes every later operation
   // before its caller arrives, and the caller then finds nothing to run inline.)
   predict_inline_.store(true, std::memory_order_relaxed);
+  bool nothing_behind = false;  // nothing but receives queued after `w`
   std::unique_lock<FutexLock> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
@@ -147,6 +157,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     // Only operations the caller may run (not the close), in issue order, and only if the
     // waiter does not want to be released before the operations' own timeouts could end them.
     bool ok = run.owns_lock();
+    nothing_behind = only_receives_queued(k + 1);
     for (size_t i = 0; ok && i <= k; ++i)
       ok = queue_[i]->type != Task::Type::close && within(wait_timeout, queue_[i]->timeout);
     if (!ok) {
@@ -161,7 +172,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   }
   RunningOperations mark;
   // `w` stays alive throughout: its caller holds a reference.
-  if (inline_batch_.size() == 1 && pending_.empty() && run_waited_direct(*inline_batch_.front())) {
+  if (inline_batch_.size() == 1 && pending_.empty() && run_waited_direct(*inline_batch_.front(), nothing_behind)) {
     inline_batch_.clear();
     return true;
   }

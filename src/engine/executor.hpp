@@ -132,6 +132,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void run_task(Task& t);  // and release(t), unless it became a pending send or receive
   size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
   void undefer_through(size_t k);           // mu_ held
+  // Everything queued from index `from` on is a point-to-point receive (or nothing is): what a
+  // send may overtake. mu_ held; false for a long queue.
+  bool only_receives_queued(size_t from) const;
   void sync_pending_count() { pending_n_.store(pending_.size(), std::memory_order_release); }
   void run_collective(Task& t);
   // run_direct for two ranks and an algorithm that is one exchange there (two_rank_direct.hpp):
@@ -147,9 +150,10 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // run_inline for a lone queued operation that its caller now waits for, while nothing else is
   // in flight: the direct path once more (a collective handed over by its issuing call, whose
   // late message is usually there by now; a send or receive retried for up to
-  // KOLO_DIRECT_SPIN_US, as a sendrecv's message is on its way). True when `t` completed
-  // (released); false when it must run as usual (t.skip_sends says what went out).
-  bool run_waited_direct(Task& t);
+  // KOLO_DIRECT_SPIN_US, as a sendrecv's message is on its way, if `nothing_behind` it in the
+  // queue sends anything). True when `t` completed (released); false when it must run as usual (t.skip_sends
+  // says what went out).
+  bool run_waited_direct(Task& t, bool nothing_behind);
   // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
   void run_algorithm(Task& t, Work& work, EngineComm& comm);
   void post_point_to_point(Task& t);

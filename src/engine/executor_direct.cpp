@@ -13,9 +13,13 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   // send or receive posted earlier is fine: the pairs keep each direction's order). Not from a
   // completion callback of an operation this thread runs, not for a sharing subgroup (its
   // parent's operations interleave), not when the caller asked for the engine thread.
+  // A send may also pass receives still queued (they send nothing it could overtake on its
+  // pair), as the sends of a sendrecv loop issued back to back must: each peer waits for them.
   const bool p2p = t.type == Task::Type::point_to_point;
-  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || closing_ || !queue_.empty() ||
-      !collectives_done(lk) || running_operations != 0 || failed_.load(std::memory_order_relaxed))
+  const bool send_past_receives = p2p && t.args.kind == algo::CollKind::send && only_receives_queued(0);
+  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || closing_ ||
+      !(queue_.empty() || send_past_receives) || !(collectives_done(lk) || send_past_receives) ||
+      running_operations != 0 || failed_.load(std::memory_order_relaxed))
     return false;
   if (!p2p && (t.type != Task::Type::collective || t.algorithm == nullptr ||
                t.algorithm->direct_max_ranks < group_.size))
@@ -98,7 +102,7 @@ bool Executor::attempt_direct(Task& t, Work& work) {
   return true;
 }
 
-bool Executor::run_waited_direct(Task& t) {
+bool Executor::run_waited_direct(Task& t, bool nothing_behind) {
   // With the run lock held, `t` off the queue's front and nothing posted (pending_ empty): the
   // group is as idle as run_direct requires. The caller is about to wait anyway, so a message
   // still late costs it nothing but the polls; the usual run follows.
@@ -106,6 +110,10 @@ bool Executor::run_waited_direct(Task& t) {
       failed_.load(std::memory_order_relaxed) || ctx_->has_failure())
     return false;
   if (t.type == Task::Type::point_to_point) {
+    // Only with nothing but receives queued behind it: drive_point_to_point posts the sends
+    // issued after it while it waits, and a peer may need one of them before it sends what this
+    // one waits for (a ring of sends and receives issued back to back).
+    if (!nothing_behind) return false;
     DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
     do {
       if (run_point_to_point_direct(t, *t.work)) {

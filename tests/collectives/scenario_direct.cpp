@@ -17,6 +17,8 @@
 //    run directly on one thread while the other waits for its last one, or queues behind it;
 //  - sends and receives around the ring (a direct send completes at issue, a receive whose
 //    message is there already completes at issue), half the ranks receiving first;
+//  - 200 sends and 200 receives issued back to back (more than a ring holds), waited for at the
+//    end: sends pass queued receives, never queued sends;
 //  - receives waited for while their messages are on the way (sent at once, within the direct
 //    spin, or far later), two per peer, the second queued behind the first;
 //  - issuing never waits for a peer: rank 0 issues a receive, and an all-reduce, whose peers
@@ -278,6 +280,35 @@ void scenario_direct(WorkerContext& ctx) {
       ctx.log.expect_elements("received from the previous rank", DataType::int32, in.data(), n,
                               [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 1000 + static_cast<int>(i % 1000)); });
     }
+  }
+
+  ctx.log.begin_case("sends and receives issued back to back, waited for at the end");
+  if (world > 1) {
+    // 200 of each, more than a ring holds (its later sends queue behind full rings), receives
+    // issued first on even steps and sends first on odd ones: a send passes queued receives at
+    // issue, never a queued send; every message arrives in order.
+    const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    constexpr int kSteps = 200;
+    constexpr size_t kCount = 5;
+    std::vector<std::vector<int32_t>> out(kSteps, std::vector<int32_t>(kCount)), in(kSteps, std::vector<int32_t>(kCount, -1));
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < kSteps; ++k) {
+      auto& o = out[static_cast<size_t>(k)];
+      for (size_t i = 0; i < kCount; ++i) o[i] = rank * 100000 + k * 10 + static_cast<int32_t>(i);
+      auto recv = [&] { works.push_back(g.recv(Buffer(in[static_cast<size_t>(k)].data(), kCount), prev)); };
+      auto send = [&] { works.push_back(g.send(Buffer(o.data(), kCount), next)); };
+      if (k % 2 == 0) {
+        recv();
+        send();
+      } else {
+        send();
+        recv();
+      }
+    }
+    for (const WorkPtr& w : works) w->wait();
+    for (int k = 0; k < kSteps; ++k)
+      ctx.log.expect_elements("message in order from the previous rank", DataType::int32, in[static_cast<size_t>(k)].data(),
+                              kCount, [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 10 + static_cast<int>(i)); });
   }
 
   ctx.log.begin_case("receives waited for while their messages are on the way");
