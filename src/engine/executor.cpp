@@ -180,7 +180,15 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   inline_batch_.clear();  // keeps its capacity: the next inline run allocates nothing
   check_pending();
   // A send or receive is posted now; the caller polls until it completes.
-  if (!WorkAccess::released(w)) drive_point_to_point(w);
+  if (!WorkAccess::released(w)) {
+    drive_point_to_point(w);
+  } else if (!pending_.empty()) {
+    // `w` completed, but sends or receives run before it are still in flight: the engine thread
+    // must poll for them. Asleep with nothing queued it would not look (their callers may
+    // already sleep on them, having found the run lock taken by this run).
+    std::lock_guard<FutexLock> lk(mu_);
+    wake_.bump_and_wake();
+  }
   return true;
 }
 
@@ -397,6 +405,9 @@ bool Executor::take_next(std::unique_lock<FutexLock>& run, Task** out) {
       if (ctx_->has_failure()) break;
       if (queue_.empty() || queue_.front()->ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
       if (queue_.empty()) {
+        // Sends or receives in flight need polling (whoever posted them should have woken this
+        // thread; this bounds the cost should one not have).
+        if (pending_n_.load(std::memory_order_acquire) > 0) break;
         until = now + idle_sleep();
         continue;
       }

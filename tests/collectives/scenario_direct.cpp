@@ -331,11 +331,20 @@ void scenario_direct(WorkerContext& ctx) {
       WorkPtr r2 = g.recv(Buffer(in2.data(), n), prev);
       std::thread sender([&] {
         std::this_thread::sleep_for(pauses[k % 3]);
-        g.send(Buffer(out1.data(), n), next)->wait();
-        g.send(Buffer(out2.data(), n), next)->wait();
+        try {
+          g.send(Buffer(out1.data(), n), next)->wait();
+          g.send(Buffer(out2.data(), n), next)->wait();
+        } catch (const std::exception& e) {
+          ctx.log.expect(false, std::string("the sends went out: ") + e.what());
+        }
       });
-      r1->wait();
-      r2->wait();
+      try {
+        r1->wait();
+        r2->wait();
+      } catch (...) {
+        sender.join();  // its own wait ends too (the group has failed), and a joinable thread
+        throw;          // must not be destroyed: the error would become std::terminate
+      }
       sender.join();
       ctx.log.expect_elements("first message from the previous rank", DataType::int32, in1.data(), n,
                               [&](size_t i) { return static_cast<long double>(prev * 100000 + k * 100 + static_cast<int>(i)); });
