@@ -123,8 +123,11 @@ bool Executor::run_waited_direct(Task& t, bool nothing_behind) {
     } while (spin.again());
     return false;
   }
+  // Not where ranks outnumber cores (WaitPolicy yields at once): there a message late at issue is
+  // usually still late, the failed attempt costs the window again, and an algorithm of several
+  // rounds lost 2-5x (4 ranks here, gather and scatter of 8 KiB per rank: docs/PERFORMANCE.md).
   if (t.type != Task::Type::collective || t.algorithm == nullptr || t.algorithm->direct_max_ranks < group_.size ||
-      !attempt_direct(t, *t.work))
+      wait_.pure_spin_polls == 0 || !attempt_direct(t, *t.work))
     return false;
   release(t);
   collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);

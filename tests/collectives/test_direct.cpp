@@ -36,6 +36,17 @@ TEST(Direct, DirectAndEngineOnlyRanksMixed) {
   }
 }
 
+// Where cores are not scarce a waiting caller runs a handed-over collective directly once more
+// (Executor::run_waited_direct); with 3 ranks on this 2-core machine only when told not to yield
+// at once. The late-rank cases then re-run algorithms on a direct EngineComm that must skip the
+// sends the first attempt made.
+TEST(Direct, WaitingCallersRerunWhenCoresAreNotScarce) {
+  LaunchSpec spec = worker_launch("direct", 3, std::chrono::seconds(180));
+  spec.env["KOLO_DIRECT"] = "1";
+  spec.env["KOLO_YIELD_WHEN_IDLE"] = "0";
+  expect_all_ok(run_world(spec));
+}
+
 TEST(Direct, OffEverywhere) {
   LaunchSpec spec = worker_launch("direct", 2, std::chrono::seconds(180));
   spec.env["KOLO_DIRECT"] = "0";
