@@ -391,3 +391,41 @@ void scenario_direct(WorkerContext& ctx) {
 }
 
 }  // namespace kolo::coltest
+
+namespace kolo::coltest {
+
+// Scenario "direct-order" (2 ranks; the driver sets KOLO_SHM_SLOTS=8 and an inline window of
+// 10 s, so that operations queued on rank 0 stay queued until it waits): rank 0 issues 12 sends
+// without waiting, 8 fill the ring and 4 queue; rank 1 takes 3 (a token on a second group says
+// when, another says done); rank 0's 13th send then finds room in the ring but must not pass the
+// 4 queued sends. Rank 1 checks that all 13 arrive in order.
+void scenario_direct_order(WorkerContext& ctx) {
+  ProcessGroup& g = ctx.join();
+  const int rank = g.rank();
+  constexpr int kSlots = 8, kQueued = 4, kTaken = 3, kSends = kSlots + kQueued + 1;
+  std::shared_ptr<ProcessGroup> side = g.split(0, rank);  // its own connections: the tokens
+  int32_t token = 1;
+  if (rank == 0) {
+    std::vector<int32_t> vals(kSends);
+    for (int i = 0; i < kSends; ++i) vals[static_cast<size_t>(i)] = 7 * i + 1;
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < kSlots + kQueued; ++i) works.push_back(g.send(Buffer(&vals[static_cast<size_t>(i)], 1), 1));
+    side->send(Buffer(&token, 1), 1)->wait();
+    side->recv(Buffer(&token, 1), 1)->wait();
+    works.push_back(g.send(Buffer(&vals[kSends - 1], 1), 1));  // room in the ring now
+    for (const WorkPtr& w : works) w->wait();
+  } else if (rank == 1) {
+    std::vector<int32_t> got(kSends, -1);
+    side->recv(Buffer(&token, 1), 0)->wait();
+    for (int i = 0; i < kTaken; ++i) g.recv(Buffer(&got[static_cast<size_t>(i)], 1), 0)->wait();
+    side->send(Buffer(&token, 1), 0)->wait();
+    for (int i = kTaken; i < kSends; ++i) g.recv(Buffer(&got[static_cast<size_t>(i)], 1), 0)->wait();
+    ctx.log.begin_case("sends arrive in issue order");
+    ctx.log.expect_elements("message", DataType::int32, got.data(), got.size(),
+                            [](size_t i) { return static_cast<long double>(7 * i + 1); });
+  }
+  side->shutdown();
+  ctx.log.end_case();
+}
+
+}  // namespace kolo::coltest

@@ -47,6 +47,16 @@ TEST(Direct, WaitingCallersRerunWhenCoresAreNotScarce) {
   expect_all_ok(run_world(spec));
 }
 
+// A send issued while sends are queued (its ring was full) must queue behind them even when the
+// ring has room again by then: sends may pass queued receives only.
+TEST(Direct, SendsNeverPassQueuedSends) {
+  LaunchSpec spec = worker_launch("direct-order", 2, std::chrono::seconds(60));
+  spec.env["KOLO_DIRECT"] = "1";
+  spec.env["KOLO_SHM_SLOTS"] = "8";
+  spec.env["KOLO_INLINE_WINDOW_US"] = "10000000";  // queued sends stay queued until rank 0 waits
+  expect_all_ok(run_world(spec));
+}
+
 TEST(Direct, OffEverywhere) {
   LaunchSpec spec = worker_launch("direct", 2, std::chrono::seconds(180));
   spec.env["KOLO_DIRECT"] = "0";

@@ -44,6 +44,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"work-api", scenario_work_api},
       {"who-runs", scenario_who_runs},
       {"direct", scenario_direct},
+      {"direct-order", scenario_direct_order},
       {"fr-stall", scenario_fr_stall},
       {"fr-sigusr1", scenario_fr_sigusr1},
       {"random", scenario_random},
