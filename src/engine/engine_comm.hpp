@@ -109,9 +109,9 @@ class EngineComm final : public algo::Comm {
   // (nothing posted) until it is waited for, then taken at once (Pair::recv_now). Before the
   // algorithm consumes its first message every held receive must have arrived, waiting at most
   // `spin` for them; otherwise, or if a send is declined, DirectHandoff is thrown (sends_done()
-  // have gone out, skipped ones included). Once something was consumed the algorithm cannot start again, so a message
-  // that is not there (an algorithm that receives in several rounds) is posted the ordinary way
-  // and waited for as usual.
+  // have gone out, skipped ones included). Once something was consumed the algorithm cannot
+  // start again, so a message that is not there (an algorithm that receives in several rounds)
+  // is posted the ordinary way and waited for as usual.
   static constexpr int kMaxDirectRanks = 64;
   void go_direct(std::chrono::microseconds spin) {
     direct_ = true;

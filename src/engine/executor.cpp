@@ -138,7 +138,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   // never recovered once the engine thread had taken over: it takes every later operation
   // before its caller arrives, and the caller then finds nothing to run inline.)
   predict_inline_.store(true, std::memory_order_relaxed);
-  bool nothing_behind = false;  // nothing but receives queued after `w`
+  bool only_receives_behind = false;  // w is a lone send/receive with only receives queued after it
   std::unique_lock<FutexLock> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
@@ -157,7 +157,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     // Only operations the caller may run (not the close), in issue order, and only if the
     // waiter does not want to be released before the operations' own timeouts could end them.
     bool ok = run.owns_lock();
-    nothing_behind = only_receives_queued(k + 1);
+    only_receives_behind = k == 0 && queue_[0]->type == Task::Type::point_to_point && only_receives_queued(1);
     for (size_t i = 0; ok && i <= k; ++i)
       ok = queue_[i]->type != Task::Type::close && within(wait_timeout, queue_[i]->timeout);
     if (!ok) {
@@ -172,7 +172,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   }
   RunningOperations mark;
   // `w` stays alive throughout: its caller holds a reference.
-  if (inline_batch_.size() == 1 && pending_.empty() && run_waited_direct(*inline_batch_.front(), nothing_behind)) {
+  if (inline_batch_.size() == 1 && pending_.empty() && run_waited_direct(*inline_batch_.front(), only_receives_behind)) {
     inline_batch_.clear();
     return true;
   }

@@ -150,10 +150,10 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // run_inline for a lone queued operation that its caller now waits for, while nothing else is
   // in flight: the direct path once more (a collective handed over by its issuing call, whose
   // late message is usually there by now; a send or receive retried for up to
-  // KOLO_DIRECT_SPIN_US, as a sendrecv's message is on its way, if `nothing_behind` it in the
-  // queue sends anything). True when `t` completed (released); false when it must run as usual (t.skip_sends
-  // says what went out).
-  bool run_waited_direct(Task& t, bool nothing_behind);
+  // KOLO_DIRECT_SPIN_US, as a sendrecv's message is on its way, if `only_receives_behind` it
+  // in the queue). True when `t` completed (released); false when it must run as usual
+  // (t.skip_sends says what went out).
+  bool run_waited_direct(Task& t, bool only_receives_behind);
   // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
   void run_algorithm(Task& t, Work& work, EngineComm& comm);
   void post_point_to_point(Task& t);

@@ -80,7 +80,7 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
     if (!pair.recv_now(t.args.recv, bytes, encode(t.stamp))) return false;
     ++next;
   }
-  if (t.fr == nullptr)  // a queued one (wait_point_to_point_direct) has its record
+  if (t.fr == nullptr)  // a queued one (run_waited_direct) has its record already
     t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
   fr_->ran(t.fr, ctx_->transport_name(peer));
   WorkAccess::finish(work, nullptr);
@@ -102,7 +102,7 @@ bool Executor::attempt_direct(Task& t, Work& work) {
   return true;
 }
 
-bool Executor::run_waited_direct(Task& t, bool nothing_behind) {
+bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
   // With the run lock held, `t` off the queue's front and nothing posted (pending_ empty): the
   // group is as idle as run_direct requires. The caller is about to wait anyway, so a message
   // still late costs it nothing but the polls; the usual run follows.
@@ -113,7 +113,7 @@ bool Executor::run_waited_direct(Task& t, bool nothing_behind) {
     // Only with nothing but receives queued behind it: drive_point_to_point posts the sends
     // issued after it while it waits, and a peer may need one of them before it sends what this
     // one waits for (a ring of sends and receives issued back to back).
-    if (!nothing_behind) return false;
+    if (!only_receives_behind) return false;
     DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls == 0);
     do {
       if (run_point_to_point_direct(t, *t.work)) {
