@@ -9,8 +9,8 @@
 #                                             # kolo-train) and, for the step ab, from BASE: an
 #                                             # older build (libkolo, kolo-perf, kolorun)
 #   scripts/device-check.sh run [STEPS]       # there, through the device tool, with carry
-#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab
-#                                             # (default gpu,torch,compare)
+#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab,
+#                                             # algos (default gpu,torch,compare)
 #
 # gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
 #          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
@@ -20,6 +20,9 @@
 #          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription).
 # ab:      scripts/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
 #          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores).
+# algos:   scripts/ab-perf.sh, this build's automatic choice against each other algorithm by
+#          name (KOLO_ALGO), 8 B to 32 KiB, 3, 4 and 8 ranks on idle cores: the small-message
+#          selection measured where ranks do not outnumber cores (scripts/algo-ab.sh).
 # Logs land in $OUT (the device tool brings back at most 8 files); the last lines summarize.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -154,6 +157,14 @@ run_ab() {
   cat "$OUT/ab.log"
 }
 
+run_algos() {
+  step "algos: automatic choice against each algorithm by name, 3, 4 and 8 ranks"
+  LIBS="LD_LIBRARY_PATH=$B:$D/lib:/usr/local/cuda/lib64" timeout "${ALGO_TIMEOUT:-200}" \
+    scripts/algo-ab.sh "$B" "3 4 8" 5 > "$OUT/algos.log" 2>&1
+  summary+=("algos: rc=$?")
+  cat "$OUT/algos.log"
+}
+
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
   run)
@@ -166,6 +177,7 @@ case "${1:-}" in
     [[ ,$steps, == *,torch,* ]] && run_torch
     [[ ,$steps, == *,compare,* ]] && run_compare
     [[ ,$steps, == *,ab,* ]] && run_ab
+    [[ ,$steps, == *,algos,* ]] && run_algos
     step summary
     for s in "${summary[@]}"; do echo "$s"; done ;;
   *) sed -n '2,21p' "$0"; exit 2 ;;

@@ -103,6 +103,9 @@ class Pair {
   // yet, a receive posted, another message, which a posted receive will report as a mismatch)
   // leaves the message where it is: false.
   virtual bool recv_now(void* /*buf*/, size_t /*bytes*/, const Tag& /*tag*/) { return false; }
+  // The largest incoming message recv_now can ever take (shm: one ring slot's payload; 0: none),
+  // so that a receive it never could is posted at once instead of being waited for in vain.
+  virtual size_t recv_now_max_bytes() const { return 0; }
 };
 
 // Told by a device when a peer is lost; the engine turns the first report into the group's error.

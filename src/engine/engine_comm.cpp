@@ -176,8 +176,9 @@ algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
   const int from = group_.to_ctx(peer);
   if (direct_) {
     // One held receive per peer: a second one could only be checked for after the first was
-    // taken, too late to hand off.
-    bool again = n_held_ == kMaxDirectRanks;
+    // taken, too late to hand off. A message longer than the pair ever takes at once (a tree's
+    // forwarded blocks beyond one slot) would be waited for in vain for the whole spin.
+    bool again = n_held_ == kMaxDirectRanks || bytes > ctx_.pair(from).recv_now_max_bytes();
     for (int i = 0; i < n_held_ && !again; ++i) again = reqs_[static_cast<size_t>(held_[i].id)].peer == from;
     if (!again) {
       Request& q = reqs_.next();

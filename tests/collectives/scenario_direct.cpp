@@ -429,3 +429,46 @@ void scenario_direct_order(WorkerContext& ctx) {
 }
 
 }  // namespace kolo::coltest
+
+namespace kolo::coltest {
+
+// Scenario "direct-forward" (4 ranks; the driver forces the trees for gather and scatter, shrinks
+// the ring slots and makes the direct spin longer than the test may take): a tree forwards
+// several ranks' blocks in one message, longer than a slot, which recv_now can never take; a
+// direct attempt must post that receive at once instead of holding it through the spin. Every
+// element is checked against the rank that owns it.
+void scenario_direct_forward(WorkerContext& ctx) {
+  ProcessGroup& g = ctx.join();
+  const int rank = g.rank(), world = g.size();
+  constexpr size_t n = 200;  // int32 per rank: 800 B fits a 1 KiB slot; two blocks do not
+  for (int round = 0; round < 3; ++round) {
+    for (int root = 0; root < world; ++root) {
+      g.barrier()->wait();  // the group is idle: the collective below is run directly
+      const std::string at_root = ", root " + std::to_string(root);
+      ctx.log.begin_case(("gather through the tree" + at_root).c_str());
+      std::vector<int32_t> in(n), out(rank == root ? n * static_cast<size_t>(world) : 0, -1);
+      for (size_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(rank * 100000 + round * 1000 + static_cast<int>(i));
+      GatherOptions go;
+      go.root = root;
+      g.gather(Buffer(in.data(), n), Buffer(out.data(), out.size()), go)->wait();
+      if (rank == root)
+        ctx.log.expect_elements("gathered", DataType::int32, out.data(), out.size(), [&](size_t i) {
+          return static_cast<long double>(static_cast<int>(i / n) * 100000 + round * 1000 + static_cast<int>(i % n));
+        });
+      ctx.log.end_case();
+      g.barrier()->wait();
+      ctx.log.begin_case(("scatter through the tree" + at_root).c_str());
+      std::vector<int32_t> all(rank == root ? n * static_cast<size_t>(world) : 0), mine(n, -1);
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(round * 7 + 3 * static_cast<int>(i));
+      ScatterOptions so;
+      so.root = root;
+      g.scatter(Buffer(all.data(), all.size()), Buffer(mine.data(), n), so)->wait();
+      ctx.log.expect_elements("scattered", DataType::int32, mine.data(), n, [&](size_t i) {
+        return static_cast<long double>(round * 7 + 3 * static_cast<int>(static_cast<size_t>(rank) * n + i));
+      });
+      ctx.log.end_case();
+    }
+  }
+}
+
+}  // namespace kolo::coltest

@@ -57,6 +57,19 @@ TEST(Direct, SendsNeverPassQueuedSends) {
   expect_all_ok(run_world(spec));
 }
 
+// A tree's forwarded message longer than one ring slot can never be taken by recv_now: a direct
+// attempt posts its receive at once. Held through the spin instead, every gather and scatter
+// would wait out KOLO_DIRECT_SPIN_US (here far longer than the test's limit) before it handed
+// over: the test would time out.
+TEST(Direct, ReceivesLongerThanASlotAreNotHeld) {
+  LaunchSpec spec = worker_launch("direct-forward", 4, std::chrono::seconds(60));
+  spec.env["KOLO_DIRECT"] = "1";
+  spec.env["KOLO_ALGO"] = "gather=tree,scatter=tree";
+  spec.env["KOLO_SHM_SLOT_BYTES"] = "1024";
+  spec.env["KOLO_DIRECT_SPIN_US"] = "600000000";  // 10 minutes
+  expect_all_ok(run_world(spec));
+}
+
 TEST(Direct, OffEverywhere) {
   LaunchSpec spec = worker_launch("direct", 2, std::chrono::seconds(180));
   spec.env["KOLO_DIRECT"] = "0";

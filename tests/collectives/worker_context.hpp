@@ -38,6 +38,7 @@ void scenario_work_api(WorkerContext& ctx);
 void scenario_who_runs(WorkerContext& ctx);
 void scenario_direct(WorkerContext& ctx);           // small collectives run by their issuer (KOLO_DIRECT)
 void scenario_direct_order(WorkerContext& ctx);     // a send never passes queued sends (2 ranks)
+void scenario_direct_forward(WorkerContext& ctx);   // a message longer than a slot is not held (4 ranks)
 void scenario_fr_stall(WorkerContext& ctx);      // rank 1 stalls: the others time out and dump
 void scenario_fr_sigusr1(WorkerContext& ctx);    // SIGUSR1 dumps a live job
 void scenario_random(WorkerContext& ctx);

@@ -45,6 +45,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"who-runs", scenario_who_runs},
       {"direct", scenario_direct},
       {"direct-order", scenario_direct_order},
+      {"direct-forward", scenario_direct_forward},
       {"fr-stall", scenario_fr_stall},
       {"fr-sigusr1", scenario_fr_sigusr1},
       {"random", scenario_random},

@@ -52,6 +52,7 @@ class ShmPair final : public transport::PairBase {
   // The direct path (transport.hpp): one slot each way, while nothing is posted that way.
   Now send_now(const void* buf, size_t bytes, const transport::Tag& tag) override;
   bool recv_now(void* buf, size_t bytes, const transport::Tag& tag) override;
+  size_t recv_now_max_bytes() const override { return in_.payload_bytes(); }
 
   // Orderly close.
   void try_send_bye();
