@@ -2,6 +2,7 @@
 # Interleaved A/B runs of kolo-perf: each repetition runs every configuration once, in turn, so
 # that a change in the machine's load hits all of them alike; prints the median in-place time
 # (µs) per size and configuration. A configuration is "label|build-dir|VAR=value VAR=value".
+# The order rotates from one repetition to the next.
 #   scripts/ab-perf.sh RANKS REPS "kolo-perf args" "label|build|env" ...
 #   scripts/ab-perf.sh 2 7 "allreduce -b 16K -e 512K -f 2 -n 20" "auto|build|" "ring|build|KOLO_ALGO=allreduce=ring"
 #   WARM=5 scripts/ab-perf.sh 4 5 "allreduce -b 1M -e 8M -f 2 -n 20" "old|../old/build|" "new|build|"
@@ -11,8 +12,12 @@ set -euo pipefail
 n=$1; reps=$2; args=$3; shift 3
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-for _ in $(seq "$reps"); do
-  for cfg in "$@"; do
+cfgs=("$@")
+for rep in $(seq "$reps"); do
+  # Each repetition starts one configuration further on, so that none always runs first (or
+  # right after the same other one) on a machine whose state drifts within a repetition.
+  for ((k = 0; k < ${#cfgs[@]}; k++)); do
+    cfg=${cfgs[$(( (k + rep) % ${#cfgs[@]} ))]}
     IFS='|' read -r label dir envs <<< "$cfg"
     xs=()
     for e in $envs; do xs+=(-x "$e"); done

@@ -6,8 +6,9 @@
 // scheduled again.
 //
 // Every rank combines the same P blocks in the same order, so all ranks end with bit-identical
-// results. The cost model has no formula for it, so only a request by name runs it: its
-// latency gain over rd was within the noise where it was measured (docs/COST_MODEL.md).
+// results. The cost model has no formula for it; the threshold rule takes it on one host of 3-4
+// ranks for small messages, where the direct path runs it in one round (select.cpp, measured
+// with scripts/algo-ab.sh).
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/partition.hpp"

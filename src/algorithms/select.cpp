@@ -16,16 +16,25 @@
 // the call; the threshold rule's choice below is the incumbent and is kept unless another is
 // predicted at least 3 % faster, so the model only overrides it where it sees a clear win.
 // The threshold rule (KOLO_SELECT=threshold, and the incumbent):
-//   allreduce       <= KOLO_SMALL_BYTES: rd; <= KOLO_TREE_MAX_BYTES: tree (ring with two
-//                   ranks); above: ring
+//   allreduce       <= KOLO_SMALL_BYTES: rd (oneshot on one host of 3-4 ranks while the
+//                   P-1 copies it sends stay within 4 KiB); <= KOLO_TREE_MAX_BYTES: tree (ring
+//                   with two ranks); above: ring
 // Two ranks on one host always take the rule's choice: the model's alpha does not fit them.
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
-//   allgather       <= KOLO_SMALL_BYTES: rd; above: ring
+//   allgather       <= KOLO_SMALL_BYTES: rd (direct on one host of at most 4 ranks); above: ring
 //   broadcast       ring once the buffer is above KOLO_TREE_MAX_BYTES and spans at least
 //                   nranks chunks (KOLO_CHUNK_BYTES), so the chain's pipeline fills; else tree
-//   reduce          <= KOLO_SMALL_BYTES: direct; above: tree
-//   gather, scatter <= KOLO_SMALL_BYTES: tree (log2 P messages at the root); above: direct
-//                   (no block is forwarded twice)
+//   reduce          <= KOLO_SMALL_BYTES: direct (on one host only while the root's P-1
+//                   incoming blocks stay within 8 KiB); above: tree
+//   gather          on one host of at most 8 ranks: direct. Elsewhere <= KOLO_SMALL_BYTES: tree
+//                   (log2 P messages at the root); above: direct (no block is forwarded twice)
+//   scatter         <= KOLO_SMALL_BYTES: tree (on one host only while the whole buffer is within
+//                   16 KiB, so that the blocks it forwards stay small); above: direct
+// On one host the small-message choices above were measured (scripts/algo-ab.sh, on 2 cores and
+// on 16; docs/PERFORMANCE.md): there a small collective runs on the direct path, where an extra
+// message costs a ring slot's copy rather than a round's latency, so one round of P-1 messages
+// beats log2 P dependent rounds up to 4 ranks. The model, fitted to rounds on the engine's path,
+// does not see that: on one host it decides above KOLO_SMALL_BYTES only.
 //   alltoall(v): pairwise; barrier: dissemination; send, recv: direct.
 // With one rank every algorithm is a local copy; the small-message choice is taken.
 // A group spread over several hosts with several ranks on some host (HostLayout::hierarchical)
@@ -122,6 +131,12 @@ const Algorithm& named(CollKind kind, const char* name) {
   return *a;
 }
 
+// The one-host small-message limits (bytes), measured with scripts/algo-ab.sh at 3, 4 and 8
+// ranks on 16 idle cores and at 4 ranks on 2 (docs/PERFORMANCE.md, 2026-11-26).
+constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1) x bytes sent
+constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
+constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
+
 bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
   return a.supports == nullptr || a.supports(args, hosts);
 }
@@ -131,26 +146,34 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
   const auto bytes = static_cast<int64_t>(args.bytes());
   const int64_t small = t.small_bytes;
   const bool is_small = nranks == 1 || bytes <= small;
+  const bool one_host = hosts.num_hosts() == 1;
   if (!is_small && hosts.hierarchical()) {
     const Algorithm* hier = find_algorithm(args.kind, "hier");
     if (hier != nullptr && usable(*hier, args, hosts)) return *hier;
   }
+  // What the root receives (reduce, gather) or every rank sends (oneshot): P-1 blocks.
+  const int64_t others = bytes * (nranks - 1);
   switch (args.kind) {
     case CollKind::allreduce:
-      if (is_small) return named(args.kind, "rd");
+      if (is_small)
+        return named(args.kind, one_host && nranks >= 3 && nranks <= 4 && others <= kOneshotMaxBytes ? "oneshot" : "rd");
       // Two ranks: the double binary tree is one edge moving the same bytes as the ring, and
       // the ring splits the reduction between the two (rd reduces all of it on both).
       if (nranks == 2) return named(args.kind, "ring");
       return named(args.kind, bytes <= t.tree_max_bytes ? "tree" : "ring");
     case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
-    case CollKind::allgather: return named(args.kind, is_small ? "rd" : "ring");
+    case CollKind::allgather: return named(args.kind, !is_small ? "ring" : one_host && nranks <= 4 ? "direct" : "rd");
     case CollKind::broadcast: {
       const bool pipeline_fills = bytes > t.tree_max_bytes && bytes / nranks >= t.chunk_bytes;
       return named(args.kind, nranks > 1 && pipeline_fills ? "ring" : "tree");
     }
-    case CollKind::reduce: return named(args.kind, is_small ? "direct" : "tree");
+    case CollKind::reduce:
+      return named(args.kind, is_small && !(one_host && others > kReduceDirectMaxBytes) ? "direct" : "tree");
     case CollKind::gather:
-    case CollKind::scatter: return named(args.kind, is_small ? "tree" : "direct");
+      if (one_host && nranks <= 8) return named(args.kind, "direct");
+      return named(args.kind, is_small ? "tree" : "direct");
+    case CollKind::scatter:
+      return named(args.kind, is_small && !(one_host && bytes * nranks > kScatterTreeMaxBytes) ? "tree" : "direct");
     case CollKind::alltoall:
     case CollKind::alltoallv: return named(args.kind, "pairwise");
     case CollKind::barrier: return named(args.kind, "dissemination");
@@ -224,6 +247,8 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
   // 16 KiB (docs/PERFORMANCE.md, issue 12). The rule decides there.
   if (!tunables.use_model || hosts.size() <= 1) return rule;
   if (hosts.size() == 2 && hosts.num_hosts() == 1) return rule;
+  // One host, small messages: the direct path's costs, measured (the rule above), not rounds.
+  if (hosts.num_hosts() == 1 && static_cast<int64_t>(args.bytes()) <= tunables.small_bytes) return rule;
   return cheapest(args, hosts, tunables, rule);
 }
 

@@ -73,12 +73,12 @@ TEST_F(Select, TwoRanksTakeTheRingAboveSmallMessages) {
 TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::reduce_scatter, 1024, 4), "direct");
   EXPECT_EQ(pick(CollKind::reduce_scatter, 1025, 4), "ring");
-  EXPECT_EQ(pick(CollKind::allgather, 1024, 4), "rd");
-  EXPECT_EQ(pick(CollKind::allgather, 1025, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allgather, 1024, 8), "rd");
+  EXPECT_EQ(pick(CollKind::allgather, 1025, 8), "ring");
   EXPECT_EQ(pick(CollKind::reduce, 1024, 4), "direct");
   EXPECT_EQ(pick(CollKind::reduce, 1025, 4), "tree");
-  EXPECT_EQ(pick(CollKind::gather, 1024, 4), "tree");
-  EXPECT_EQ(pick(CollKind::gather, 1025, 4), "direct");
+  EXPECT_EQ(pick(CollKind::gather, 1024, 16), "tree");
+  EXPECT_EQ(pick(CollKind::gather, 1025, 16), "direct");
   EXPECT_EQ(pick(CollKind::scatter, 1024, 4), "tree");
   EXPECT_EQ(pick(CollKind::scatter, 1025, 4), "direct");
   // Broadcast: the chain only once the buffer is big and spans a chunk per rank.
@@ -91,6 +91,41 @@ TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::barrier, 0, 4), "dissemination");
   EXPECT_EQ(pick(CollKind::send, 1 << 20, 2), "direct");
   EXPECT_EQ(pick(CollKind::recv, 1 << 20, 2), "direct");
+}
+
+// One host, small messages (the direct path's costs, measured by scripts/algo-ab.sh): one round
+// of P-1 messages up to 4 ranks, while what that round moves stays small.
+TEST_F(Select, OneHostSmallMessagesTakeOneRoundUpToFourRanks) {
+  setenv("KOLO_SMALL_BYTES", "32768", 1);
+  for (int p : {3, 4}) {
+    EXPECT_EQ(pick(CollKind::allreduce, 8, p), "oneshot") << p;
+    EXPECT_EQ(pick(CollKind::allgather, 8, p), "direct") << p;
+    EXPECT_EQ(pick(CollKind::allgather, 32768, p), "direct") << p;
+    EXPECT_EQ(pick(CollKind::gather, 8, p), "direct") << p;
+  }
+  EXPECT_EQ(pick(CollKind::allreduce, 2048, 3), "oneshot");  // 2 x 2 KiB sent
+  EXPECT_EQ(pick(CollKind::allreduce, 2049, 3), "rd");
+  EXPECT_EQ(pick(CollKind::allreduce, 1365, 4), "oneshot");  // 3 x 1365 B
+  EXPECT_EQ(pick(CollKind::allreduce, 1366, 4), "rd");
+  EXPECT_EQ(pick(CollKind::allreduce, 8, 2), "rd");  // one exchange either way
+  EXPECT_EQ(pick(CollKind::allreduce, 8, 5), "rd");
+  EXPECT_EQ(pick(CollKind::allgather, 8, 5), "rd");
+  EXPECT_EQ(pick(CollKind::gather, 8, 8), "direct");
+  EXPECT_EQ(pick(CollKind::gather, 8, 9), "tree");
+  // The root's P-1 incoming blocks within 8 KiB: direct; above, the tree's fewer messages.
+  EXPECT_EQ(pick(CollKind::reduce, 2730, 4), "direct");
+  EXPECT_EQ(pick(CollKind::reduce, 2731, 4), "tree");
+  EXPECT_EQ(pick(CollKind::reduce, 1170, 8), "direct");
+  EXPECT_EQ(pick(CollKind::reduce, 1171, 8), "tree");
+  // Scatter's tree while the root's buffer is within 16 KiB (its forwarded blocks stay small).
+  EXPECT_EQ(pick(CollKind::scatter, 4096, 4), "tree");
+  EXPECT_EQ(pick(CollKind::scatter, 4097, 4), "direct");
+  EXPECT_EQ(pick(CollKind::scatter, 2048, 8), "tree");
+  EXPECT_EQ(pick(CollKind::scatter, 2049, 8), "direct");
+  // The model (the default) agrees on one host: it does not decide below KOLO_SMALL_BYTES there.
+  unsetenv("KOLO_SMALL_BYTES");
+  EXPECT_EQ(pick(CollKind::allreduce, 8, 4), "oneshot");
+  EXPECT_EQ(pick(CollKind::reduce, 8, 8), "direct");
 }
 
 TEST_F(Select, OneRankTakesTheSmallMessageChoice) {
@@ -113,7 +148,7 @@ TEST_F(Select, AListNamesCollectivesOneByOne) {
   EXPECT_EQ(pick(CollKind::allreduce, 10, 4, spec), "tree");
   EXPECT_EQ(pick(CollKind::broadcast, 10, 4, spec), "ring");
   EXPECT_EQ(pick(CollKind::reduce, 10, 4, spec), "direct");
-  EXPECT_EQ(pick(CollKind::allgather, 10, 4, spec), "rd");
+  EXPECT_EQ(pick(CollKind::allgather, 10, 8, spec), "rd");  // automatic
   EXPECT_EQ(pick(CollKind::reduce_scatter, 10, 4, "reduce_scatter=ring"), "ring");
 }
 
@@ -122,9 +157,9 @@ TEST_F(Select, KoloAlgoAppliesWhenTheCallAsksForNothingAndTheCallWins) {
   EXPECT_EQ(pick(CollKind::allreduce, 10, 4), "ring");
   EXPECT_EQ(pick(CollKind::allreduce, 10, 4, "tree"), "tree");
   setenv("KOLO_ALGO", "direct", 1);
-  EXPECT_EQ(pick(CollKind::gather, 1 << 20, 4), "direct");
-  EXPECT_EQ(pick(CollKind::gather, 10, 4), "direct");
-  EXPECT_EQ(pick(CollKind::allreduce, 10, 4), "rd");
+  EXPECT_EQ(pick(CollKind::gather, 1 << 20, 16), "direct");
+  EXPECT_EQ(pick(CollKind::gather, 10, 16), "direct");     // automatic: tree
+  EXPECT_EQ(pick(CollKind::allreduce, 10, 8), "rd");       // no direct all-reduce: automatic
 }
 
 // The group's memo answers exactly what select_algorithm answers, for any order of sizes and
