@@ -16,11 +16,12 @@ algos() {  # collective -> the algorithms raced against the automatic choice
     broadcast) echo "tree ring" ;;
     reduce) echo "direct tree" ;;
     gather|scatter) echo "tree direct" ;;
+    alltoall) echo "pairwise direct" ;;
   esac
 }
 key() { [ "$1" = reducescatter ] && echo reduce_scatter || echo "$1"; }
 for n in $counts; do
-  for c in allreduce allgather reducescatter broadcast reduce gather scatter; do
+  for c in allreduce allgather reducescatter broadcast reduce gather scatter alltoall; do
     cfgs=("auto|$build|${LIBS:-}")
     for a in $(algos $c); do cfgs+=("$a|$build|${LIBS:-} KOLO_ALGO=$(key $c)=$a"); done
     echo "-- $c, $n ranks"

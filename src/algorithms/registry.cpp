@@ -19,6 +19,7 @@ extern const Algorithm kAllreduceTwoshot;
 extern const Algorithm kAllreduceHier, kBroadcastHier, kAllgatherHier, kReduceScatterHier;
 extern const Algorithm kRecvAny;
 extern const Algorithm kAllreduceOneshot;
+extern const Algorithm kAlltoallDirect;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -36,6 +37,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kAllreduceHier,     &kBroadcastHier,      &kAllgatherHier,     &kReduceScatterHier,
       &kRecvAny,
       &kAllreduceOneshot,
+      &kAlltoallDirect,
   };
   return list;
 }

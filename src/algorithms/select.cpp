@@ -30,12 +30,15 @@
 //                   (log2 P messages at the root); above: direct (no block is forwarded twice)
 //   scatter         <= KOLO_SMALL_BYTES: tree (on one host only while the whole buffer is within
 //                   16 KiB, so that the blocks it forwards stay small); above: direct
+//   alltoall        direct (one round) on one host of 3 or more ranks while a block is within
+//                   8 KiB; else pairwise
+//   alltoallv: pairwise; barrier: dissemination; send, recv: direct.
 // On one host the small-message choices above were measured (scripts/algo-ab.sh, on 2 cores and
 // on 16; docs/PERFORMANCE.md): there a small collective runs on the direct path, where an extra
 // message costs a ring slot's copy rather than a round's latency, so one round of P-1 messages
-// beats log2 P dependent rounds up to 4 ranks. The model, fitted to rounds on the engine's path,
-// does not see that: on one host it decides above KOLO_SMALL_BYTES only.
-//   alltoall(v): pairwise; barrier: dissemination; send, recv: direct.
+// beats log2 P dependent rounds up to 4 ranks (and all-to-all's P-1 rounds up to 8, the most
+// measured). The model, fitted to rounds on the engine's path, does not see that: on one host
+// it decides above KOLO_SMALL_BYTES only.
 // With one rank every algorithm is a local copy; the small-message choice is taken.
 // A group spread over several hosts with several ranks on some host (HostLayout::hierarchical)
 // takes "hier" for allreduce and broadcast above KOLO_SMALL_BYTES, and for allgather and
@@ -136,6 +139,7 @@ const Algorithm& named(CollKind kind, const char* name) {
 constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1) x bytes sent
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
+constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
 
 bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
   return a.supports == nullptr || a.supports(args, hosts);
@@ -175,6 +179,7 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
     case CollKind::scatter:
       return named(args.kind, is_small && !(one_host && bytes * nranks > kScatterTreeMaxBytes) ? "tree" : "direct");
     case CollKind::alltoall:
+      return named(args.kind, one_host && nranks >= 3 && bytes <= kAlltoallDirectMaxBytes ? "direct" : "pairwise");
     case CollKind::alltoallv: return named(args.kind, "pairwise");
     case CollKind::barrier: return named(args.kind, "dissemination");
     case CollKind::send:

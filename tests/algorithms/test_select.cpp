@@ -87,6 +87,9 @@ TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::broadcast, 9000, 16), "tree");
   EXPECT_EQ(pick(CollKind::broadcast, 16 * 1024, 16), "ring");
   EXPECT_EQ(pick(CollKind::alltoall, 1 << 20, 4), "pairwise");
+  EXPECT_EQ(pick(CollKind::alltoall, 8192, 4), "direct");  // one round while blocks are small
+  EXPECT_EQ(pick(CollKind::alltoall, 8193, 8), "pairwise");
+  EXPECT_EQ(pick(CollKind::alltoall, 8, 2), "pairwise");  // the same one exchange either way
   EXPECT_EQ(pick(CollKind::alltoallv, 0, 4), "pairwise");
   EXPECT_EQ(pick(CollKind::barrier, 0, 4), "dissemination");
   EXPECT_EQ(pick(CollKind::send, 1 << 20, 2), "direct");

@@ -28,7 +28,7 @@ const std::vector<CollInfo>& infos() {
       {Coll::gather, "gather", {"", "tree", "direct"}},
       {Coll::scatter, "scatter", {"", "tree", "direct"}},
       {Coll::reduce_scatter, "reduce_scatter", {"", "ring", "direct"}},
-      {Coll::alltoall, "alltoall", {"", "pairwise"}},
+      {Coll::alltoall, "alltoall", {"", "pairwise", "direct"}},
       {Coll::alltoallv, "alltoallv", {"", "pairwise"}},
       {Coll::barrier, "barrier", {"", "dissemination"}},
       {Coll::sendrecv, "sendrecv", {"", "direct"}},
