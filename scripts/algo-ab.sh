@@ -4,6 +4,7 @@
 # (scripts/ab-perf.sh), 8 B to 32 KiB per rank's buffer, medians in µs.
 #   scripts/algo-ab.sh [BUILD] [RANK COUNTS] [REPS]      e.g. scripts/algo-ab.sh build "3 4 8" 5
 # LIBS: extra VAR=value words for every configuration (device-check.sh passes LD_LIBRARY_PATH).
+# COLLS: the collectives (default all eight with a choice).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}; counts=${2:-"4"}; reps=${3:-5}
@@ -21,7 +22,7 @@ algos() {  # collective -> the algorithms raced against the automatic choice
 }
 key() { [ "$1" = reducescatter ] && echo reduce_scatter || echo "$1"; }
 for n in $counts; do
-  for c in allreduce allgather reducescatter broadcast reduce gather scatter alltoall; do
+  for c in ${COLLS:-allreduce allgather reducescatter broadcast reduce gather scatter alltoall}; do
     cfgs=("auto|$build|${LIBS:-}")
     for a in $(algos $c); do cfgs+=("$a|$build|${LIBS:-} KOLO_ALGO=$(key $c)=$a"); done
     echo "-- $c, $n ranks"

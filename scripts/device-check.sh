@@ -17,12 +17,14 @@
 # torch:   kolo_torch compiled with g++ against the machine's torch (2.11 when last run), then
 #          the torch pytest suites on it (collectives, errors, DDP, split/share, torchrun).
 # compare: scripts/compare.sh, kolo vs Open MPI (vader), all nine collectives, 2 and 4 ranks up
-#          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription).
+#          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription);
+#          CMP_COLLECTIVES narrows the list.
 # ab:      scripts/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
 #          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores).
 # algos:   scripts/ab-perf.sh, this build's automatic choice against each other algorithm by
 #          name (KOLO_ALGO), 8 B to 32 KiB, 3, 4 and 8 ranks on idle cores: the small-message
-#          selection measured where ranks do not outnumber cores (scripts/algo-ab.sh).
+#          selection measured where ranks do not outnumber cores (scripts/algo-ab.sh; COLLS
+#          narrows the collectives).
 # Logs land in $OUT (the device tool brings back at most 8 files); the last lines summarize.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -134,7 +136,7 @@ PY
 run_compare() {
   step compare, 2 and 4 ranks
   RUN_TIMEOUT=120 timeout "${CMP_TIMEOUT:-240}" scripts/compare.sh --build "$B" --ranks "2 4" --reps 3 --max 16M \
-    --collectives allreduce,broadcast,reduce,reducescatter,allgather,alltoall,gather,scatter,sendrecv \
+    --collectives "${CMP_COLLECTIVES:-allreduce,broadcast,reduce,reducescatter,allgather,alltoall,gather,scatter,sendrecv}" \
     --peers mpi --no-plots --no-limits --out /tmp/cmp > "$OUT/compare.log" 2>&1
   summary+=("compare: rc=$?")
   cp /tmp/cmp/report.md /tmp/cmp/compare.csv "$OUT/" 2>/dev/null
