@@ -6,8 +6,6 @@
 //
 // In place (recv == send), the incoming blocks land on outgoing ones that a transport may still
 // be reading, so the outgoing blocks are copied to scratch first (the own block stays put).
-#include <cstring>
-
 #include "algorithms/algorithm.hpp"
 #include "algorithms/partition.hpp"
 #include "algorithms/temp_list.hpp"
@@ -22,14 +20,10 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   auto at = [&](auto* base, int b) { return base + static_cast<size_t>(b) * block_bytes; };
-  if (send == recv && P > 1 && block_bytes != 0) {
-    char* copy = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * block_bytes, 0));
-    std::memcpy(copy, send, static_cast<size_t>(r) * block_bytes);
-    std::memcpy(at(copy, r + 1), at(send, r + 1), static_cast<size_t>(P - 1 - r) * block_bytes);
-    send = copy;  // its block r is never read: the own block is already in place
-  } else {
+  if (send == recv && P > 1 && block_bytes != 0)
+    send = copy_outgoing_blocks(comm, send, P, r, block_bytes);
+  else
     copy_unless_same(at(recv, r), at(send, r), block_bytes);
-  }
   TempList<Req> reqs(comm);
   reqs.reserve(2 * static_cast<size_t>(P));
   // Start with the neighbours so that not everybody talks to rank 0 first.

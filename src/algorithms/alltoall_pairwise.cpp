@@ -33,10 +33,7 @@ void run(Comm& comm) {
       }
       return;
     }
-    char* copy = static_cast<char*>(comm.scratch(total, 0));
-    std::memcpy(copy, send, static_cast<size_t>(r) * block_bytes);
-    std::memcpy(at(copy, r + 1), at(send, r + 1), static_cast<size_t>(P - 1 - r) * block_bytes);
-    send = copy;  // its block r is never read: the own block is already in place
+    send = copy_outgoing_blocks(comm, send, P, r, block_bytes);
   } else {
     copy_unless_same(at(recv, r), at(send, r), block_bytes);
   }

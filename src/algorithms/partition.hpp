@@ -48,6 +48,17 @@ inline void copy_unless_same(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes != 0) std::memcpy(dst, src, bytes);
 }
 
+// In-place all-to-all: rank r's outgoing blocks copied to scratch slot 0 before incoming blocks
+// land on them; block r is left out (it stays where it is and is never sent). Returns the copy,
+// laid out like the buffer.
+inline const char* copy_outgoing_blocks(Comm& comm, const char* buf, int P, int r, size_t block_bytes) {
+  char* copy = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * block_bytes, 0));
+  const size_t before = static_cast<size_t>(r) * block_bytes, after_at = before + block_bytes;
+  std::memcpy(copy, buf, before);
+  std::memcpy(copy + after_at, buf + after_at, static_cast<size_t>(P - 1 - r) * block_bytes);
+  return copy;
+}
+
 // Python-style modulo for ring arithmetic: always in [0, n).
 inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
 
