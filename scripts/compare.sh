@@ -39,7 +39,8 @@ usage: scripts/compare.sh [options]
   --no-plots          skip the PNG charts
   --quick             sizes up to 1 MiB, 1 repetition, short limit measurements
   -h, --help          this text
-Environment: RUN_TIMEOUT (seconds per benchmark run, default 600), MPIRUN_EXTRA (more mpirun args).
+Environment: RUN_TIMEOUT (seconds per benchmark run, default 600), MPIRUN_EXTRA (more mpirun args),
+  KOLO_BLOCKING (kolo-perf's -z for kolo, default 2: wait for each operation, as the peers' blocking calls do).
 EOF
 }
 
@@ -105,6 +106,7 @@ MAX_BYTES=$(to_bytes "$MAX")
 
 KOLORUN=$BUILD/src/launcher/kolorun
 KOLO_PERF=$BUILD/bench/perf/kolo-perf
+KOLO_BLOCKING=${KOLO_BLOCKING:-2}  # kolo-perf's -z for kolo's runs (see band_iters below)
 PERF_MPI=$BUILD/bench/peers/kolo-perf-mpi
 PERF_GLOO=$BUILD/bench/peers/kolo-perf-gloo
 PERF_LIMITS=$BUILD/bench/micro/kolo-bench-limits
@@ -154,9 +156,13 @@ band_hi=($((64 * 1024)) $((4 * 1024 * 1024)) $((16 * 1024 * 1024)) $((1 << 62)))
 # The small and medium bands warm up 20 times, not 5: 5 did not get past a run's first calls
 # (page faults, cold caches, the engine thread learning that callers wait): the first size of
 # a band read 3-7x slower than the next at 8 B, and 1.5x at 128 KiB.
-# It keeps nccl-tests' 20 timed iterations: kolo-perf issues them all before waiting (-z 0),
-# and 200 back-to-back operations are an overlapping caller to kolo (the engine thread takes
-# them over after KOLO_INLINE_WINDOW_US), a pattern Open MPI's blocking calls do not have.
+# It keeps nccl-tests' 20 timed iterations. kolo-perf waits for each operation before it issues
+# the next (-z 2, KOLO_BLOCKING): Open MPI's and Gloo's peers call blocking collectives, and this
+# is kolo's synchronous caller doing the same. nccl-tests' default -z 0 (issue all 20, then wait)
+# keeps every Work alive to the end, which no synchronous caller does; it measured the same from
+# 1 MiB and 0-15% faster at 64 KiB-16 MiB on 2 ranks here (docs/PERFORMANCE.md). More than 20
+# back-to-back operations are an overlapping caller to kolo (the engine thread takes them over
+# after KOLO_INLINE_WINDOW_US), a pattern Open MPI's blocking calls do not have.
 band_iters=("-n 20 -w 20" "-n 20 -w 20" "-n 5 -w 1" "-n 2 -w 1")
 band_checked=(1 1 1 0)
 
@@ -225,7 +231,7 @@ run_one() {  # impl ranks collective band-index rep
     kolo)
       cmd=("$KOLORUN" -n "$n" --timeout "$RUN_TIMEOUT")
       [ -n "$TRANSPORT" ] && cmd+=(-x "KOLO_TRANSPORT=$TRANSPORT")
-      cmd+=("$KOLO_PERF" "${args[@]}") ;;
+      cmd+=("$KOLO_PERF" "${args[@]}" -z "$KOLO_BLOCKING") ;;
     mpi) cmd=("${MPIRUN[@]}" --mca btl "self,vader" -np "$n" "$PERF_MPI" "${args[@]}") ;;
     mpi-tcp) cmd=("${MPIRUN[@]}" --mca btl "self,tcp" -np "$n" "$PERF_MPI" "${args[@]}") ;;
     gloo-*)

@@ -53,8 +53,10 @@ class Work {
   friend struct engine::WorkAccess;
   void finish(std::exception_ptr error);
 
-  const char* const op_name_;  // a static name ("allreduce"): no allocation per operation
-  const uint64_t seq_;
+  // Fixed for the operation; the engine renews a Work nobody holds any more for the next one
+  // (WorkAccess::renew), in place of destroying it and making another.
+  const char* op_name_;  // a static name ("allreduce"): no allocation per operation
+  uint64_t seq_;
   // The Work's whole state in one word, so that completing costs one atomic operation when
   // nobody registered a callback: kFinishing (finish() ran: it runs once), kDone (the result is
   // known: is_completed(); error_ is set), kReleased (callbacks have run: wait() may return),

@@ -70,6 +70,12 @@ struct ProcessGroup::Impl {
   std::mutex mu;
   // Works' memory, recycled: taken under the queue lock only (the pool's one consumer).
   std::shared_ptr<engine::WorkPool> works = std::make_shared<engine::WorkPool>();
+  // The last Work made, kept to be renewed for a later operation once nobody else holds it (queue
+  // lock): a synchronous caller's next issue then neither takes a block from the pool nor builds
+  // a Work and a task, and its drop of the Work destroys nothing and gives nothing back (a
+  // compare-and-swap).
+  std::shared_ptr<engine::Operation> spare;
+  std::shared_ptr<engine::Operation> renew_spare(const char* op_name, uint64_t seq);
   uint64_t coll_seq = 0;  // queue lock, and so are the counters below and shut_down
   // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
   // executor numbers receives again when it posts them: executor.hpp); and the receives from
@@ -246,8 +252,13 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     s.algo_index = choice.index;
   }
   if (shared) s.group = shared->id;
-  // The Work and its task, in one block from the pool; the task is filled in place.
-  std::shared_ptr<engine::Operation> op = engine::WorkAccess::make_in_pool<engine::Operation>(works, algo::coll_name(args.kind), s.seq);
+  // The Work and its task, in one block: the last operation's again when its caller is done with
+  // it, or a new one from the pool; the task is filled in place.
+  std::shared_ptr<engine::Operation> op = renew_spare(algo::coll_name(args.kind), s.seq);
+  if (!op) {
+    op = engine::WorkAccess::make_in_pool<engine::Operation>(works, algo::coll_name(args.kind), s.seq);
+    spare = op;
+  }
   engine::Task& t = op->task;
   t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
   t.algorithm = algorithm;
@@ -267,6 +278,29 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   }
   if (!executor->run_direct(t, op, lk)) executor->submit(t, op, lk);  // the engine's reference; unlocks
   return op;
+}
+
+std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* op_name, uint64_t seq) {
+  // Only our reference left: the caller and the engine have dropped theirs (their decrements
+  // release; the fence makes what they did to the Work happen before we rewrite it). A Work that
+  // went through the queue keeps its runner and is not renewed: only those that completed in
+  // their issuing call are, the synchronous small collectives this saves most for.
+  if (spare && spare.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (engine::WorkAccess::renewable(*spare)) {
+      // What issue() does not assign afresh, back to a new task's values (the engine's reference
+      // and the subgroup are null already: the first was dropped, the second is never set on a
+      // group that renews, whose `last` would hold the Work).
+      engine::Task& t = spare->task;
+      t.skip_sends = 0;
+      t.deferred = false;
+      t.ticket = 0;
+      t.fr = nullptr;
+      engine::WorkAccess::renew(*spare, op_name, seq);
+      return spare;
+    }
+  }
+  return nullptr;
 }
 
 static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv, size_t count) {

@@ -33,6 +33,21 @@ struct WorkAccess {
     return std::allocate_shared<Op>(WorkPoolAllocator<Op>(pool), Work::Token{}, op_name, seq);
   }
   static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
+  // Whether `w`, whose last reference is the caller's (use_count() 1, seen before this call and
+  // followed by an acquire fence), may become a new operation's Work: it succeeded, and nobody
+  // waits on it or asked for a callback.
+  static bool renewable(const Work& w) {
+    return w.state_.load(std::memory_order_relaxed) == (Work::kFinishing | Work::kDone | Work::kReleased) && !w.error_ &&
+           w.runner_.expired();
+  }
+  // A renewable Work as a newly made one for operation `seq` named `op_name`.
+  static void renew(Work& w, const char* op_name, uint64_t seq) {
+    w.op_name_ = op_name;
+    w.seq_ = seq;
+    w.ticket_ = 0;
+    w.source_rank_.store(-1, std::memory_order_relaxed);
+    w.state_.store(0, std::memory_order_relaxed);
+  }
   // `ticket` lets the runner find the operation in its queue without searching it.
   static void set_runner(Work& w, std::weak_ptr<WorkRunner> runner, uint64_t ticket) {
     w.runner_ = std::move(runner);

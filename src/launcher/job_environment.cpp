@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -104,6 +105,14 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& base,
     const size_t eq = entry.find('=');
     set_variable(env, entry.substr(0, eq), entry.substr(eq + 1));
   }
+  // Bound one rank per CPU, a rank sees one CPU and would take the host for oversubscribed
+  // (KOLO_YIELD_WHEN_IDLE=auto compares its own CPUs with the ranks on the host) and yield at
+  // every poll: tell it the ranks have a CPU each, as mpirun sets mpi_yield_when_idle from its
+  // placement. A value the user set, here or through -x, stays.
+  const std::string yield = "KOLO_YIELD_WHEN_IDLE=";
+  if (!options.rank_cpus.empty() &&
+      std::none_of(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(yield, 0) == 0; }))
+    env.push_back(yield + "0");
   return env;
 }
 

@@ -83,6 +83,7 @@ void JobSupervisor::start_ranks() {
     launch.process_group = process_group_;
     launch.capture_output = options_.tag_output;
     launch.stdin_fd = (r == 0 && rank0_inherits_stdin) ? -1 : dev_null.get();
+    launch.cpu = options_.rank_cpus.empty() ? -1 : options_.rank_cpus[static_cast<size_t>(r)];
 
     SpawnedRank spawned;
     try {

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   try {
     options = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc));
     grace_seconds = parse_grace_seconds(std::getenv("KOLO_LAUNCH_GRACE"));
+    if (!options.show_help && !options.show_version)
+      options.rank_cpus = plan_binding(options.bind, options.nproc, options.hosts.empty(), allowed_cpus());
   } catch (const kolo::InvalidArgument& e) {
     std::fprintf(stderr, "kolorun: %s\nTry 'kolorun --help' for usage.\n", e.what());
     return kUsageExitCode;

@@ -134,6 +134,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     } else if (name == "--launch-agent") {
       options.launch_agent = take_value(name, attached);
       agent_words(options.launch_agent, "h");  // rejects an empty agent now, not per rank
+    } else if (name == "--bind-to") {
+      options.bind = parse_bind_mode(take_value(name, attached));
     } else if (name == "-x") {
       options.extra_env.push_back(parse_extra_env(take_value(name, attached)));
     } else if (name == "-h" || name == "--help") {
@@ -188,6 +190,10 @@ std::string usage_text() {
          "                         agent gets CMD's words, then env VAR=VALUE... program args\n"
          "                         (e.g. 'ip netns exec {host}', 'docker exec {host}')\n"
          "  -x VAR=VALUE           set VAR for every rank (repeatable); -x VAR copies kolorun's value\n"
+         "      --bind-to WHAT     core: bind rank i to the i-th CPU kolorun may use (as mpirun\n"
+         "                         does); none: leave placement to the scheduler; auto (default):\n"
+         "                         core when the ranks run here and there are no more of them than\n"
+         "                         CPUs, else none. Bound ranks get KOLO_YIELD_WHEN_IDLE=0 unless set\n"
          "  -h, --help             show this help\n"
          "  -V, --version          show the version\n"
          "  --                     end of kolorun options\n"

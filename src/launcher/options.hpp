@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/cpu_binding.hpp"
 #include "launcher/host_list.hpp"
 
 namespace kolo::launcher {
@@ -25,6 +26,9 @@ struct LaunchOptions {
   // is started through launch_agent.
   std::vector<HostSlots> hosts;
   std::string launch_agent = "ssh -o BatchMode=yes";
+  BindMode bind = BindMode::automatic;  // --bind-to (cpu_binding.hpp)
+  // The CPU each rank is bound to (plan_binding, filled by main from `bind`); empty: unbound.
+  std::vector<int> rank_cpus;
   std::vector<std::string> program;  // the program and its arguments
   bool show_help = false;
   bool show_version = false;

@@ -1,5 +1,7 @@
 #include "launcher/rank_spawner.hpp"
 
+#include <sched.h>
+
 #include <poll.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -43,6 +45,14 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 #else
   (void)kolorun_pid;
 #endif
+  if (launch.cpu >= 0) {
+    // Before exec, so that every thread the program starts inherits it. A refusal (a CPU taken
+    // away meanwhile) leaves the rank unbound: slower at worst, never wrong.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(launch.cpu, &set);
+    (void)::sched_setaffinity(0, sizeof set, &set);
+  }
   if (launch.stdin_fd >= 0) ::dup2(launch.stdin_fd, STDIN_FILENO);
   if (stdout_fd >= 0) ::dup2(stdout_fd, STDOUT_FILENO);
   if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);

@@ -19,6 +19,7 @@ struct RankLaunch {
   pid_t process_group = 0;        // 0: the rank becomes the leader of a new group
   bool capture_output = false;    // stdout/stderr to pipes (for tagging) instead of inherited
   int stdin_fd = -1;              // descriptor to use as the rank's stdin; -1 inherits kolorun's
+  int cpu = -1;                   // the CPU the rank is bound to (--bind-to); -1: unbound
 };
 
 struct SpawnedRank {

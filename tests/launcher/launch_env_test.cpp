@@ -1,6 +1,9 @@
 // What each rank is given: rendezvous variables, -x additions, arguments, stdin.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -15,6 +18,7 @@ struct RankReport {
   std::map<std::string, std::string> env;
   std::map<int, std::string> args;
   std::string stdin_line;
+  std::string cpus;  // the CPUs it may run on, "0,1"
   bool seen = false;
 };
 
@@ -41,6 +45,8 @@ std::vector<RankReport> parse_reports(const std::string& out, int nproc) {
     } else if (body.rfind("ARG ", 0) == 0) {
       size_t eq = body.find('=');
       report.args[std::stoi(body.substr(4, eq - 4))] = body.substr(eq + 1);
+    } else if (body.rfind("CPUS=", 0) == 0) {
+      report.cpus = body.substr(5);
     } else if (body.rfind("STDIN=", 0) == 0) {
       report.stdin_line = body.substr(6);
     }
@@ -119,6 +125,71 @@ TEST(KolorunEnvironment, OptionsExtraVariablesArgumentsAndInheritedSecretReachTh
     EXPECT_EQ(report.env.at("RANK"), std::to_string(r)) << "a stale RANK must be replaced";
     EXPECT_EQ(report.args, (std::map<int, std::string>{{1, "first"}, {2, "-n"}, {3, "2"}}));
   }
+}
+
+// The CPUs this test (and so kolorun, started from it) may run on, read independently of kolorun.
+std::vector<std::string> test_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<std::string> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(std::to_string(c));
+  return cpus;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+TEST(KolorunEnvironment, RanksAreBoundOnePerCpuWhenTheyFitAndToldNotToYieldAtEveryPoll) {
+  const std::vector<std::string> cpus = test_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const int n = std::min<int>(2, static_cast<int>(cpus.size()));
+  for (const char* mode : {"auto", "core"}) {
+    ProcessResult result = run_kolorun({"--tag-output", "--bind-to", mode, "-n", std::to_string(n), "--", probe_path("KOLO_PROBE_ENV")}, {});
+    ASSERT_EQ(result.exit_code(), 0) << result.err;
+    std::vector<RankReport> reports = parse_reports(result.out, n);
+    for (int r = 0; r < n; ++r) {
+      const RankReport& report = reports[static_cast<size_t>(r)];
+      ASSERT_TRUE(report.seen);
+      EXPECT_EQ(report.cpus, cpus[static_cast<size_t>(r)]) << mode << ": rank " << r << " on the " << r << "-th CPU alone";
+      EXPECT_EQ(report.env.count("KOLO_YIELD_WHEN_IDLE") ? report.env.at("KOLO_YIELD_WHEN_IDLE") : "", "0") << mode;
+    }
+  }
+  // A value the user gave stays.
+  ProcessResult kept = run_kolorun({"--tag-output", "-x", "KOLO_YIELD_WHEN_IDLE=1", "-n", "1", "--", probe_path("KOLO_PROBE_ENV")}, {});
+  ASSERT_EQ(kept.exit_code(), 0) << kept.err;
+  EXPECT_EQ(parse_reports(kept.out, 1)[0].env.at("KOLO_YIELD_WHEN_IDLE"), "1");
+}
+
+TEST(KolorunEnvironment, RanksAreLeftUnboundWithBindToNoneOrMoreRanksThanCpus) {
+  const std::vector<std::string> cpus = test_cpus();
+  const int more = static_cast<int>(cpus.size()) + 1;
+  struct Case {
+    std::vector<std::string> args;
+    int n;
+  };
+  for (const Case& c : {Case{{"--bind-to", "none", "-n", "2"}, 2}, Case{{"-n", std::to_string(more)}, more}}) {
+    std::vector<std::string> args = {"--tag-output"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", probe_path("KOLO_PROBE_ENV")});
+    ProcessResult result = run_kolorun(args, {});
+    ASSERT_EQ(result.exit_code(), 0) << result.err;
+    std::vector<RankReport> reports = parse_reports(result.out, c.n);
+    for (const RankReport& report : reports) {
+      ASSERT_TRUE(report.seen);
+      EXPECT_EQ(report.cpus, joined(cpus)) << "every CPU kolorun may use";
+      EXPECT_EQ(report.env.count("KOLO_YIELD_WHEN_IDLE"), 0u);
+    }
+  }
+  // --bind-to core refuses what it cannot do, before starting anything.
+  ProcessResult refused = run_kolorun({"--bind-to", "core", "-n", std::to_string(more), "--", probe_path("KOLO_PROBE_ENV")}, {});
+  EXPECT_EQ(refused.exit_code(), 2);
+  EXPECT_NE(refused.err.find("--bind-to core"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out, "");
 }
 
 TEST(KolorunEnvironment, OnlyRankZeroReadsAPipedStdin) {

@@ -107,5 +107,23 @@ TEST(KolorunOptions, GraceSeconds) {
   EXPECT_THROW(parse_grace_seconds("nan"), InvalidArgument);
 }
 
+TEST(KolorunBinding, ParsesTheModeAndPlansOneRankPerCpu) {
+  EXPECT_EQ(parse_launch_options({"--bind-to", "core", "-n", "2", "p"}).bind, BindMode::core);
+  EXPECT_EQ(parse_launch_options({"--bind-to=none", "-n", "2", "p"}).bind, BindMode::none);
+  EXPECT_EQ(parse_launch_options({"-n", "2", "p"}).bind, BindMode::automatic);
+  EXPECT_THROW(parse_launch_options({"--bind-to", "socket", "-n", "2", "p"}), InvalidArgument);
+  EXPECT_THROW(parse_launch_options({"--bind-to", "-n", "2", "p"}), InvalidArgument);
+
+  const std::vector<int> cpus = {2, 5, 7};  // a machine where kolorun may use these three
+  EXPECT_EQ(plan_binding(BindMode::automatic, 2, true, cpus), (std::vector<int>{2, 5}));
+  EXPECT_EQ(plan_binding(BindMode::automatic, 3, true, cpus), (std::vector<int>{2, 5, 7}));
+  EXPECT_TRUE(plan_binding(BindMode::automatic, 4, true, cpus).empty()) << "more ranks than CPUs: unbound";
+  EXPECT_TRUE(plan_binding(BindMode::automatic, 2, false, cpus).empty()) << "--hosts: ranks run elsewhere";
+  EXPECT_TRUE(plan_binding(BindMode::none, 2, true, cpus).empty());
+  EXPECT_EQ(plan_binding(BindMode::core, 3, true, cpus), (std::vector<int>{2, 5, 7}));
+  EXPECT_THROW(plan_binding(BindMode::core, 4, true, cpus), InvalidArgument);
+  EXPECT_THROW(plan_binding(BindMode::core, 2, false, cpus), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace kolo::launcher

@@ -456,6 +456,7 @@ bool ShmPair::read_socket() {
   if (failed_ || gone_ || hung_up_) return false;
   bool changed = false;
   char buf[1 + kMaxAbortReason];
+  bool reset_seen = false;
   for (;;) {
     ssize_t n = ::recv(sock_.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
@@ -473,6 +474,15 @@ bool ShmPair::read_socket() {
           fail(Failure::io_error, "unexpected control record from " + who());
           return true;
       }
+      continue;
+    }
+    if (n < 0 && errno == ECONNRESET && !reset_seen) {
+      // A peer that closed with unread records in its own socket (our doorbells) makes the
+      // kernel report ECONNRESET once, ahead of what the peer had sent before closing, which is
+      // still queued: its abort notice, whose reason this rank must report rather than "closed
+      // unexpectedly" (seen under load: a MismatchError's partner reported a dead peer instead).
+      // Read on: the queue ends in its records, then end of file.
+      reset_seen = true;
       continue;
     }
     if (n == 0 || errno == ECONNRESET) {
