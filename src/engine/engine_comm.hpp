@@ -134,7 +134,7 @@ class EngineComm final : public algo::Comm {
   bool held_arrive();
   void post_held();
   [[noreturn]] void hand_off() { throw DirectHandoff{}; }
-  DirectSpin spin() const { return DirectSpin(ctx_, direct_spin_, wait_.pure_spin_polls); }
+  DirectSpin spin() const { return DirectSpin(ctx_, direct_spin_, wait_.pure_spin_polls > 0); }
 
   Context& ctx_;
   Scratch& scratch_;

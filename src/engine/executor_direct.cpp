@@ -114,7 +114,7 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
     // issued after it while it waits, and a peer may need one of them before it sends what this
     // one waits for (a ring of sends and receives issued back to back).
     if (!only_receives_behind) return false;
-    DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls);
+    DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
     do {
       if (run_point_to_point_direct(t, *t.work)) {
         release(t);  // `t` may be gone from here on
@@ -135,7 +135,7 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
 }
 
 bool Executor::run_two_rank_direct(Task& t, Work& work) {
-  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls);
+  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
   const TwoRankOutcome o =
       run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin, t.skip_sends);
   if (!o.done) {

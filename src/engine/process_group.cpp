@@ -75,6 +75,7 @@ struct ProcessGroup::Impl {
   // a Work and a task, and its drop of the Work destroys nothing and gives nothing back (a
   // compare-and-swap).
   std::shared_ptr<engine::Operation> spare;
+  unsigned spare_misses = 0;  // renewals in a row that found the spare still held (from 4 on: counts issues)
   std::shared_ptr<engine::Operation> renew_spare(const char* op_name, uint64_t seq);
   uint64_t coll_seq = 0;  // queue lock, and so are the counters below and shut_down
   // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
@@ -257,7 +258,11 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   std::shared_ptr<engine::Operation> op = renew_spare(algo::coll_name(args.kind), s.seq);
   if (!op) {
     op = engine::WorkAccess::make_in_pool<engine::Operation>(works, algo::coll_name(args.kind), s.seq);
-    spare = op;
+    // Keeping it costs two atomic operations (this reference, and dropping the last spare's): a
+    // caller that keeps its Works (issues many, waits later) would pay them on every issue for
+    // nothing, so after a few misses only every 64th new Work is kept, to notice when the
+    // caller waits call by call again.
+    if (spare_misses < 4 || (spare_misses++ & 63) == 0) spare = op;
   }
   engine::Task& t = op->task;
   t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
@@ -285,9 +290,11 @@ std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* o
   // release; the fence makes what they did to the Work happen before we rewrite it). A Work that
   // went through the queue keeps its runner and is not renewed: only those that completed in
   // their issuing call are, the synchronous small collectives this saves most for.
-  if (spare && spare.use_count() == 1) {
+  if (!spare) return nullptr;
+  if (spare.use_count() == 1) {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (engine::WorkAccess::renewable(*spare)) {
+      spare_misses = 0;
       // What issue() does not assign afresh, back to a new task's values (the engine's reference
       // and the subgroup are null already: the first was dropped, the second is never set on a
       // group that renews, whose `last` would hold the Work).
@@ -300,6 +307,7 @@ std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* o
       return spare;
     }
   }
+  if (spare_misses < 4) ++spare_misses;
   return nullptr;
 }
 

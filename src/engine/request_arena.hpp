@@ -18,6 +18,12 @@ namespace kolo::engine {
 
 class RequestArena {
  public:
+  // The first block now, with the group: a group whose small collectives all run on the direct
+  // path (which posts no requests) would otherwise allocate it in the first collective handed
+  // over to the engine, however late that comes (tests/engine/hot_path_alloc_test.cpp saw it
+  // under load).
+  RequestArena() { blocks_.push_back(std::make_unique<transport::Request[]>(kBlock)); }
+
   // A request for the next post (its string keeps its capacity: failing it later allocates
   // only if the text outgrows what an earlier failure left).
   transport::Request& next() {
