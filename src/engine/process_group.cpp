@@ -255,9 +255,10 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   if (shared) s.group = shared->id;
   // The Work and its task, in one block: the last operation's again when its caller is done with
   // it, or a new one from the pool; the task is filled in place.
-  std::shared_ptr<engine::Operation> op = renew_spare(algo::coll_name(args.kind), s.seq);
+  const char* op_name = algo::coll_name(args.kind);
+  std::shared_ptr<engine::Operation> op = renew_spare(op_name, s.seq);
   if (!op) {
-    op = engine::WorkAccess::make_in_pool<engine::Operation>(works, algo::coll_name(args.kind), s.seq);
+    op = engine::WorkAccess::make_in_pool<engine::Operation>(works, op_name, s.seq);
     // Keeping it costs two atomic operations (this reference, and dropping the last spare's): a
     // caller that keeps its Works (issues many, waits later) would pay them on every issue for
     // nothing, so after a few misses only every 64th new Work is kept, to notice when the
