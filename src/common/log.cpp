@@ -82,7 +82,6 @@ std::string expand_file_name(const std::string& pattern) {
 }
 
 struct Settings {
-  std::atomic<int> level{-1};       // -1: not read yet
   std::atomic<unsigned> subsys{0};
   std::mutex mu;                    // opening the file
   int fd = -1;                      // KOLO_DEBUG_FILE, opened at the first line written
@@ -91,11 +90,11 @@ struct Settings {
 Settings g;
 
 void load() {
-  if (g.level.load(std::memory_order_acquire) >= 0) return;
+  if (detail::level_read.load(std::memory_order_acquire) >= 0) return;
   std::lock_guard<std::mutex> lk(g.mu);
-  if (g.level.load(std::memory_order_relaxed) >= 0) return;
+  if (detail::level_read.load(std::memory_order_relaxed) >= 0) return;
   g.subsys.store(parse_subsys(config::get_string("KOLO_DEBUG_SUBSYS")), std::memory_order_relaxed);
-  g.level.store(static_cast<int>(parse_level(config::get_string("KOLO_DEBUG"))), std::memory_order_release);
+  detail::level_read.store(static_cast<int>(parse_level(config::get_string("KOLO_DEBUG"))), std::memory_order_release);
 }
 
 int output_fd() {
@@ -127,16 +126,20 @@ const char* subsys_name(Subsys s) { return kSubsysNames[static_cast<int>(s)]; }
 
 Level current_level() {
   load();
-  return static_cast<Level>(g.level.load(std::memory_order_relaxed));
+  return static_cast<Level>(detail::level_read.load(std::memory_order_relaxed));
 }
 
-bool enabled(Level l, Subsys s) {
+namespace detail {
+std::atomic<int> level_read{-1};
+
+bool enabled_slow(Level l, Subsys s) {
   load();
-  if (static_cast<int>(l) > g.level.load(std::memory_order_relaxed)) return false;
+  if (static_cast<int>(l) > detail::level_read.load(std::memory_order_relaxed)) return false;
   // Errors and warnings always show: the subsystem filter is for the chatty levels.
   return static_cast<int>(l) <= static_cast<int>(Level::warn) ||
          (g.subsys.load(std::memory_order_relaxed) & (1u << static_cast<int>(s))) != 0;
 }
+}  // namespace detail
 
 void set_process_rank(int rank) {
   int expected = -1;
@@ -175,7 +178,7 @@ void write(Level l, Subsys s, const std::string& msg) {
 
 void reset_for_tests() {
   std::lock_guard<std::mutex> lk(g.mu);
-  g.level.store(-1);
+  detail::level_read.store(-1);
   g.subsys.store(0);
   if (g.fd >= 0) ::close(g.fd);
   g.fd = -1;

@@ -5,6 +5,7 @@
 // Used by every layer; a disabled line costs one comparison (the subsystem of a call site is
 // worked out at compile time from its file's path, see subsys_of).
 #pragma once
+#include <atomic>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -33,7 +34,17 @@ constexpr Subsys subsys_of(std::string_view path) {
 }
 
 Level current_level();
-bool enabled(Level l, Subsys s);
+namespace detail {
+extern std::atomic<int> level_read;  // KOLO_DEBUG's level once read; -1 before
+bool enabled_slow(Level l, Subsys s);
+}  // namespace detail
+// Inline, so that a line above the level (an INFO line on every collective's path) costs a load
+// and a comparison, not a call.
+inline bool enabled(Level l, Subsys s) {
+  const int level = detail::level_read.load(std::memory_order_relaxed);
+  if (level >= 0 && static_cast<int>(l) > level) return false;
+  return detail::enabled_slow(l, s);
+}
 inline bool enabled(Level l) { return enabled(l, Subsys::coll); }
 // The rank shown in log lines (set when this process joins its first group).
 void set_process_rank(int rank);

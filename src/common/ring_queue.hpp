@@ -2,7 +2,8 @@
 // issued operations, a pair's posted sends and receives). std::deque allocates a block whenever
 // the back crosses into a new one and frees it when the front leaves it, so a queue holding one
 // or two entries at a time paid an allocation every few calls; this one allocates only when it
-// holds more than ever before.
+// holds more than ever before. Its capacity is a power of two (8, doubled as it grows), so an
+// index wraps with a mask: a division by the capacity cost 10-40 cycles on every push and pop.
 #pragma once
 #include <cstddef>
 #include <utility>
@@ -17,18 +18,18 @@ class RingQueue {
   size_t size() const { return size_; }
   T& front() { return slots_[head_]; }
   const T& front() const { return slots_[head_]; }
-  T& operator[](size_t i) { return slots_[(head_ + i) % slots_.size()]; }
-  const T& operator[](size_t i) const { return slots_[(head_ + i) % slots_.size()]; }
+  T& operator[](size_t i) { return slots_[wrap(head_ + i)]; }
+  const T& operator[](size_t i) const { return slots_[wrap(head_ + i)]; }
 
   void push_back(T&& v) {
     if (size_ == slots_.size()) grow();
-    slots_[(head_ + size_) % slots_.size()] = std::move(v);
+    slots_[wrap(head_ + size_)] = std::move(v);
     ++size_;
   }
   // Puts `v` before the front (a task that was running elsewhere and goes back into the queue).
   void push_front(T&& v) {
     if (size_ == slots_.size()) grow();
-    head_ = (head_ + slots_.size() - 1) % slots_.size();
+    head_ = wrap(head_ + slots_.size() - 1);
     slots_[head_] = std::move(v);
     ++size_;
   }
@@ -49,11 +50,12 @@ class RingQueue {
   // nothing) until a later push overwrites it. Saves building and assigning an empty T, which
   // for the executor's 184-byte task was a `rep stos` and a store stall on every collective.
   void pop_moved_front() {
-    head_ = (head_ + 1) % slots_.size();
+    head_ = wrap(head_ + 1);
     --size_;
   }
 
  private:
+  size_t wrap(size_t i) const { return i & (slots_.size() - 1); }
   void grow() {
     std::vector<T> bigger(slots_.empty() ? 8 : 2 * slots_.size());
     for (size_t i = 0; i < size_; ++i) bigger[i] = std::move((*this)[i]);

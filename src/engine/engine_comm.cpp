@@ -128,9 +128,8 @@ void EngineComm::wait_for_arrival() {
   ctx_.poll();
 }
 
-void EngineComm::check_peer(int peer) const {
-  if (peer < 0 || peer >= group_.size || peer == group_.rank)
-    throw std::logic_error("kolo: algorithm bug in " + where() + ": message to/from rank " + std::to_string(peer));
+void EngineComm::bad_peer(int peer) const {
+  throw std::logic_error("kolo: algorithm bug in " + where() + ": message to/from rank " + std::to_string(peer));
 }
 
 algo::Req EngineComm::completed(int ctx_peer, bool send, size_t bytes) {

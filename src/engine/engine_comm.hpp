@@ -126,7 +126,12 @@ class EngineComm final : public algo::Comm {
   transport::Request& get(algo::Req r);
   [[noreturn]] void raise(const transport::Request& r);
   [[noreturn]] void raise_group_failure();
-  void check_peer(int peer) const;
+  // Inline: every isend and irecv passes here; only the refusal is out of line.
+  void check_peer(int peer) const {
+    if (peer < 0 || peer >= group_.size || peer == group_.rank) [[unlikely]]
+      bad_peer(peer);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_peer(int peer) const;
   // A request that is complete already (a skipped or a direct send, a taken receive).
   algo::Req completed(int ctx_peer, bool send, size_t bytes);
   // Direct path: whether every held receive not yet taken has arrived, polling at most

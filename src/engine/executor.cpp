@@ -49,6 +49,8 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
   pending_.reserve(16);
   spare_reqs_.reserve(16);
   for (int i = 0; i < 4; ++i) spare_reqs_.push_back(std::make_unique<transport::Request>());
+  // The transport the flight recorder names for a collective: the one to the next rank.
+  if (group_.size > 1) next_rank_transport_ = ctx_->transport_name(group_.to_ctx((group_.rank + 1) % group_.size));
   if (direct_capable_ && group_.size == 2) {
     direct_peer_ = &ctx_->pair(1 - group_.rank);
     direct_peer_transport_ = ctx_->transport_name(1 - group_.rank);
@@ -537,7 +539,9 @@ void Executor::run_collective(Task& t) {
 
 void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm) {
   const GroupInfo& g = info(t);
-  const char* transport = g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size)) : "self";
+  const char* transport = t.group == nullptr       ? next_rank_transport_
+                          : g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size))
+                                       : "self";
   fr_->started(t.fr, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
   if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(recv_counters(info(t)));  // recv "any"

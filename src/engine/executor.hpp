@@ -196,6 +196,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // long as the context) and its transport's name, looked up once.
   transport::Pair* direct_peer_ = nullptr;
   const char* direct_peer_transport_ = "";
+  const char* next_rank_transport_ = "self";  // the group's own collectives name it (run_algorithm)
   // How long the engine thread leaves a deferred operation to its caller: the window, stretched
   // while callers keep taking their operations in time (engine thread only; take_next).
   static constexpr unsigned kMaxStretch = 64;

@@ -161,7 +161,8 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   // One writer: the executor calls this under its queue lock, so plain loads and stores do
   // (no locked read-modify-write on every issue); the dumper, another thread, only reads.
   const uint64_t n = next_.load(std::memory_order_relaxed);
-  FlightEntry& e = ring_[n % ring_.size()];
+  const size_t cap = ring_.size();  // a mask for a power of two (the default 256): no division
+  FlightEntry& e = ring_[(cap & (cap - 1)) == 0 ? n & (cap - 1) : n % cap];
   const uint64_t v = e.version.load(std::memory_order_relaxed);
   e.version.store(v + 1, std::memory_order_relaxed);  // odd: being rewritten
   std::atomic_thread_fence(std::memory_order_release);  // the odd version before the fields

@@ -22,17 +22,25 @@ class RequestArena {
   // path (which posts no requests) would otherwise allocate it in the first collective handed
   // over to the engine, however late that comes (tests/engine/hot_path_alloc_test.cpp saw it
   // under load).
-  RequestArena() { blocks_.push_back(std::make_unique<transport::Request[]>(kBlock)); }
+  RequestArena() {
+    blocks_.push_back(std::make_unique<transport::Request[]>(kBlock));
+    first_ = blocks_[0].get();
+  }
 
   // A request for the next post (its string keeps its capacity: failing it later allocates
   // only if the text outgrows what an earlier failure left).
   transport::Request& next() {
     const size_t block = used_ / kBlock, slot = used_ % kBlock;
-    if (block == blocks_.size()) blocks_.push_back(std::make_unique<transport::Request[]>(kBlock));
+    transport::Request* r;
+    if (block == 0) [[likely]] {  // the usual collective's handful: the first block, no lookup
+      r = first_ + slot;
+    } else {
+      if (block == blocks_.size()) blocks_.push_back(std::make_unique<transport::Request[]>(kBlock));
+      r = &blocks_[block][slot];
+    }
     ++used_;
-    transport::Request& r = blocks_[block][slot];
-    r.state = transport::Request::State::idle;
-    return r;
+    r->state = transport::Request::State::idle;
+    return *r;
   }
   transport::Request& operator[](size_t i) { return blocks_[i / kBlock][i % kBlock]; }
   const transport::Request& operator[](size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
@@ -42,6 +50,7 @@ class RequestArena {
  private:
   static constexpr size_t kBlock = 64;  // a ring step posts two; a 1,024-rank direct gather 2,046
   std::vector<std::unique_ptr<transport::Request[]>> blocks_;
+  transport::Request* first_;  // blocks_[0], which never moves
   size_t used_ = 0;
 };
 

@@ -230,6 +230,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     ctl->slot_bytes = static_cast<uint32_t>(g.slot_bytes);
     ctl->nslots = static_cast<uint32_t>(g.nslots);
     inbound[static_cast<size_t>(peers[i])] = RingView{ctl, ring + kRingControlBytes, ctl->slot_bytes, ctl->nslots};
+    prefault(ring, ring_size);
   }
 
   // 2. Publish, with this setup's nonce that every connector's proof must cover; the segment is
@@ -250,6 +251,10 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     peer_names->push_back(info.substr(0, nl));
     Segment seg = Segment::open(info.substr(0, nl), "rank " + std::to_string(peer));
     outbound[static_cast<size_t>(peer)] = find_ring(seg, peer, b.rank);
+    // Only our ring: the rest of the peer's segment is other senders' (at 64 ranks a whole
+    // segment is 63 rings).
+    prefault(reinterpret_cast<char*>(outbound[static_cast<size_t>(peer)].ctl),
+             ring_bytes(outbound[static_cast<size_t>(peer)].slot_bytes, outbound[static_cast<size_t>(peer)].nslots));
     peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1, nl2 - nl - 1);
     dev->peers_.push_back(std::move(seg));
   }

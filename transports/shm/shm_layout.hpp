@@ -105,7 +105,10 @@ struct RingView {
   uint32_t nslots = 0;
 
   SlotHeader* slot(uint64_t use) const {
-    return reinterpret_cast<SlotHeader*>(slots + static_cast<size_t>(use % nslots) * slot_bytes);
+    // A mask for the usual power-of-two ring (KOLO_SHM_SLOTS' default): a 64-bit division cost
+    // 10-40 cycles on every send, receive and poll of an empty ring.
+    const uint64_t i = (nslots & (nslots - 1)) == 0 ? use & (nslots - 1) : use % nslots;
+    return reinterpret_cast<SlotHeader*>(slots + static_cast<size_t>(i) * slot_bytes);
   }
   static char* payload(SlotHeader* h) { return reinterpret_cast<char*>(h) + kSlotHeaderBytes; }
   size_t payload_bytes() const { return slot_bytes - kSlotHeaderBytes; }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -133,6 +134,20 @@ Segment Segment::open(const std::string& name, const std::string& whose) {
   s.base_ = static_cast<char*>(p);
   s.bytes_ = bytes;
   return s;
+}
+
+void prefault(char* begin, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // <linux/mman.h>, Linux 5.14
+#endif
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(begin) + bytes;
+  if (bytes == 0) return;
+  if (::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE) == 0) return;
+  // Older kernels: a read maps the page (writable: the mapping is shared and writable). The
+  // peer may be writing these bytes: a plain read of them could race, an atomic load not.
+  for (uintptr_t a = first; a < end; a += page) (void)__atomic_load_n(reinterpret_cast<const char*>(a), __ATOMIC_RELAXED);
 }
 
 }  // namespace kolo::shm
