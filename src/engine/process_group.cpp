@@ -3,6 +3,7 @@
 #include "kolo/process_group.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -74,8 +75,11 @@ struct ProcessGroup::Impl {
   // lock): a synchronous caller's next issue then neither takes a block from the pool nor builds
   // a Work and a task, and its drop of the Work destroys nothing and gives nothing back (a
   // compare-and-swap).
-  std::shared_ptr<engine::Operation> spare;
-  unsigned spare_misses = 0;  // renewals in a row that found the spare still held (from 4 on: counts issues)
+  // Two of them: a caller that keeps two operations in flight per step (a send and a receive,
+  // kolo-perf's sendrecv, a halo exchange) drops both before its next step, and renews both.
+  std::array<std::shared_ptr<engine::Operation>, 2> spares;
+  unsigned next_spare = 0;    // the slot the next kept Work takes
+  unsigned spare_misses = 0;  // renewals in a row that found every spare still held (from 4 on: counts issues)
   std::shared_ptr<engine::Operation> renew_spare(const char* op_name, uint64_t seq);
   uint64_t coll_seq = 0;  // queue lock, and so are the counters below and shut_down
   // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
@@ -263,7 +267,10 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     // caller that keeps its Works (issues many, waits later) would pay them on every issue for
     // nothing, so after a few misses only every 64th new Work is kept, to notice when the
     // caller waits call by call again.
-    if (spare_misses < 4 || (spare_misses++ & 63) == 0) spare = op;
+    if (spare_misses < 4 || (spare_misses++ & 63) == 0) {
+      spares[next_spare] = op;
+      next_spare ^= 1;
+    }
   }
   engine::Task& t = op->task;
   t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
@@ -288,25 +295,25 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
 
 std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* op_name, uint64_t seq) {
   // Only our reference left: the caller and the engine have dropped theirs (their decrements
-  // release; the fence makes what they did to the Work happen before we rewrite it). A Work that
-  // went through the queue keeps its runner and is not renewed: only those that completed in
-  // their issuing call are, the synchronous small collectives this saves most for.
-  if (!spare) return nullptr;
-  if (spare.use_count() == 1) {
+  // release; the fence makes what they did to the Work happen before we rewrite it). The engine
+  // drops its reference when the operation has ended (Executor::release), after which nothing of
+  // it points at the task, so a Work that went through the queue is renewed too (a receive whose
+  // message came after its issue).
+  for (std::shared_ptr<engine::Operation>& spare : spares) {
+    if (!spare || spare.use_count() != 1) continue;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (engine::WorkAccess::renewable(*spare)) {
-      spare_misses = 0;
-      // What issue() does not assign afresh, back to a new task's values (the engine's reference
-      // and the subgroup are null already: the first was dropped, the second is never set on a
-      // group that renews, whose `last` would hold the Work).
-      engine::Task& t = spare->task;
-      t.skip_sends = 0;
-      t.deferred = false;
-      t.ticket = 0;
-      t.fr = nullptr;
-      engine::WorkAccess::renew(*spare, op_name, seq);
-      return spare;
-    }
+    if (!engine::WorkAccess::renewable(*spare)) continue;
+    spare_misses = 0;
+    // What issue() does not assign afresh, back to a new task's values (the engine's reference
+    // and the subgroup are null already: the first was dropped, the second is never set on a
+    // group that renews, whose `last` would hold the Work).
+    engine::Task& t = spare->task;
+    t.skip_sends = 0;
+    t.deferred = false;
+    t.ticket = 0;
+    t.fr = nullptr;
+    engine::WorkAccess::renew(*spare, op_name, seq);
+    return spare;
   }
   if (spare_misses < 4) ++spare_misses;
   return nullptr;
