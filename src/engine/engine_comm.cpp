@@ -132,22 +132,13 @@ void EngineComm::bad_peer(int peer) const {
   throw std::logic_error("kolo: algorithm bug in " + where() + ": message to/from rank " + std::to_string(peer));
 }
 
-algo::Req EngineComm::completed(int ctx_peer, bool send, size_t bytes) {
-  Request& q = reqs_.next();
-  q.state = Request::State::done;
-  q.peer = ctx_peer;
-  q.is_send = send;
-  q.bytes = bytes;
-  return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
-}
-
 algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
   check_peer(peer);
   const int to = group_.to_ctx(peer);
   if (skip_sends_ > 0) {  // a direct attempt sent it before it handed the collective over
     --skip_sends_;
     ++sends_done_;  // still done if this attempt hands over too
-    return completed(to, true, bytes);
+    return sent();
   }
   if (ctx_.has_failure()) raise_group_failure();
   transport::Pair& pair = ctx_.pair(to);
@@ -159,7 +150,7 @@ algo::Req EngineComm::isend(int peer, const void* buf, size_t bytes) {
       const auto now = pair.send_now(buf, bytes, tag_);
       if (now == transport::Pair::Now::sent) {
         ++sends_done_;
-        return completed(to, true, bytes);
+        return sent();
       }
       if (now == transport::Pair::Now::declined || !wait.again()) break;
     }
@@ -177,8 +168,9 @@ algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
     // One held receive per peer: a second one could only be checked for after the first was
     // taken, too late to hand off. A message longer than the pair ever takes at once (a tree's
     // forwarded blocks beyond one slot) would be waited for in vain for the whole spin.
-    bool again = n_held_ == kMaxDirectRanks || bytes > ctx_.pair(from).recv_now_max_bytes();
-    for (int i = 0; i < n_held_ && !again; ++i) again = reqs_[static_cast<size_t>(held_[i].id)].peer == from;
+    transport::Pair& pair = ctx_.pair(from);
+    bool again = n_held_ == kMaxDirectRanks || bytes > pair.recv_now_max_bytes();
+    for (int i = 0; i < n_held_ && !again; ++i) again = held_[i].pair == &pair;
     if (!again) {
       Request& q = reqs_.next();
       q.state = Request::State::idle;
@@ -186,7 +178,7 @@ algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
       q.is_send = false;
       q.bytes = bytes;
       const auto id = static_cast<int32_t>(reqs_.size() - 1);
-      held_[n_held_++] = Held{id, buf};
+      held_[n_held_++] = Held{id, buf, &pair};
       return algo::Req{id};
     }
     if (!consumed_) hand_off();
@@ -202,7 +194,7 @@ bool EngineComm::held_arrive() {
     bool all = true;
     for (int i = 0; i < n_held_ && all; ++i) {
       const Request& q = reqs_[static_cast<size_t>(held_[i].id)];
-      if (q.state == Request::State::idle) all = ctx_.pair(q.peer).recv_now(nullptr, q.bytes, tag_);
+      if (q.state == Request::State::idle) all = held_[i].pair->recv_now(nullptr, q.bytes, tag_);
     }
     if (all) return true;
     if (!wait.again()) return false;
@@ -213,7 +205,7 @@ void EngineComm::post_held() {
   direct_ = false;
   for (int i = 0; i < n_held_; ++i) {
     Request& q = reqs_[static_cast<size_t>(held_[i].id)];
-    if (q.state == Request::State::idle) ctx_.pair(q.peer).post_recv(held_[i].buf, q.bytes, tag_, &q);
+    if (q.state == Request::State::idle) held_[i].pair->post_recv(held_[i].buf, q.bytes, tag_, &q);
   }
 }
 
@@ -223,6 +215,7 @@ Request& EngineComm::get(algo::Req r) {
 }
 
 bool EngineComm::test(algo::Req r) {
+  if (r.id == kSentId) return true;
   Request& req = get(r);
   if (req.state == Request::State::idle) {  // held by a direct attempt: no polling for it here
     if (!consumed_) hand_off();
@@ -235,14 +228,24 @@ bool EngineComm::test(algo::Req r) {
 }
 
 void EngineComm::wait(algo::Req r) {
+  if (r.id == kSentId) return;
   Request& req = get(r);
   if (req.state == Request::State::done) return;
   if (req.state == Request::State::idle) {  // a receive held by a direct attempt
+    const Held* h = held_;
+    while (h->id != r.id) ++h;
+    if (!consumed_ && n_held_ == 1) {
+      // The only one held: "has every held receive arrived?" is "has this one?", so take it as
+      // soon as it is there, without looking at it first.
+      DirectSpin wait = spin();
+      while (!h->pair->recv_now(h->buf, req.bytes, tag_))
+        if (!wait.again()) hand_off();
+      consumed_ = true;
+      req.state = Request::State::done;
+      return;
+    }
     if (!consumed_ && !held_arrive()) hand_off();
-    void* buf = nullptr;
-    for (int i = 0; i < n_held_; ++i)
-      if (held_[i].id == r.id) buf = held_[i].buf;
-    if (ctx_.pair(req.peer).recv_now(buf, req.bytes, tag_)) {
+    if (h->pair->recv_now(h->buf, req.bytes, tag_)) {
       consumed_ = true;
       req.state = Request::State::done;
       return;

@@ -132,8 +132,10 @@ class EngineComm final : public algo::Comm {
       bad_peer(peer);
   }
   [[noreturn, gnu::cold, gnu::noinline]] void bad_peer(int peer) const;
-  // A request that is complete already (a skipped or a direct send, a taken receive).
-  algo::Req completed(int ctx_peer, bool send, size_t bytes);
+  // A send that is complete already (a skipped or a direct send): no request behind it, only
+  // this id, which wait() and test() answer at once. Saves filling a request per direct send.
+  static constexpr int32_t kSentId = INT32_MAX;
+  static algo::Req sent() { return algo::Req{kSentId}; }
   // Direct path: whether every held receive not yet taken has arrived, polling at most
   // direct_spin_; posting the held receives and going on the ordinary way.
   bool held_arrive();
@@ -168,6 +170,7 @@ class EngineComm final : public algo::Comm {
   struct Held {
     int32_t id;  // the request (state idle while held, done once taken)
     void* buf;
+    transport::Pair* pair;  // the peer's, looked up once
   };
   bool direct_ = false;
   bool consumed_ = false;  // a held receive was taken: no hand-off from here on

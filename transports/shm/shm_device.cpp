@@ -150,6 +150,13 @@ std::vector<int> ShmDevice::close(std::chrono::steady_clock::time_point deadline
       if (!p->closed_cleanly()) missing.push_back(p->peer());
     }
     if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    // Sleep until a peer's socket speaks (its goodbye) or 10 ms pass. The nudge is readable
+    // whenever the device is not armed, and with it in the epoll set this poll returned at
+    // once: a rank that finished first spun here, two system calls a turn, on the cores its
+    // peers still needed (1,100-1,300 turns per rank at the end of a 4-rank run on 2 cores).
+    uint64_t v;
+    ssize_t ignored = ::read(nudge_.get(), &v, sizeof v);
+    (void)ignored;
     pollfd pf{epfd_.get(), POLLIN, 0};
     ::poll(&pf, 1, 10);
   }
