@@ -21,7 +21,7 @@ void run(Comm& comm) {
     const int from = ring_mod(r - i, P);
     reqs.push_back(comm.irecv(from, block(from), bytes));
   }
-  for (int i = 1; i < P; ++i) reqs.push_back(comm.isend((r + i) % P, a.send, bytes));
+  for (int i = 1; i < P; ++i) reqs.push_back(comm.isend(add_mod(r, i, P), a.send, bytes));
   copy_unless_same(block(r), a.send, bytes);
   comm.wait_all(reqs);
 }

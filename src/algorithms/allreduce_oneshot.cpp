@@ -33,14 +33,14 @@ void run(Comm& comm) {
   TempList<const void*> blocks(comm, static_cast<size_t>(P));
   TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 1; i < P; ++i) {
-    const int from = (r + P - i) % P;
+    const int from = add_mod(r, P - i, P);
     char* dst = arrived + static_cast<size_t>(from) * bytes;
     blocks[static_cast<size_t>(from)] = dst;
     arrivals[static_cast<size_t>(from)] = comm.irecv(from, dst, bytes);
   }
   blocks[static_cast<size_t>(r)] = send;
   TempList<Req> sends(comm);
-  for (int i = 1; i < P; ++i) sends.push_back(comm.isend((r + i) % P, send, bytes));
+  for (int i = 1; i < P; ++i) sends.push_back(comm.isend(add_mod(r, i, P), send, bytes));
   // In place, the running result is written over my own input: every peer must have it first,
   // and it is saved if its turn comes after the result started to overwrite it.
   comm.wait_all(sends);

@@ -35,7 +35,7 @@ void run(Comm& comm) {
   TempList<const void*> blocks(comm, static_cast<size_t>(P));
   TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 1; i < P; ++i) {
-    const int from = (r + i) % P;
+    const int from = add_mod(r, i, P);
     char* dst = arrived + static_cast<size_t>(from) * mine_bytes;
     blocks[static_cast<size_t>(from)] = dst;
     arrivals[static_cast<size_t>(from)] = comm.irecv(from, dst, mine_bytes);
@@ -43,7 +43,7 @@ void run(Comm& comm) {
   blocks[static_cast<size_t>(r)] = byte_at(send, mine.offset, es);
   TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P;
+    const int to = add_mod(r, i, P);
     const Span b = block_of(a.count, P, to);
     sends.push_back(comm.isend(to, byte_at(send, b.offset, es), b.count * es));
   }
@@ -59,11 +59,11 @@ void run(Comm& comm) {
   // 2. All-gather: my finished slice to everyone; theirs straight into place.
   TempList<Req> reqs(comm);
   for (int i = 1; i < P; ++i) {
-    const int from = (r + P - i) % P;
+    const int from = add_mod(r, P - i, P);
     const Span b = block_of(a.count, P, from);
     reqs.push_back(comm.irecv(from, byte_at(recv, b.offset, es), b.count * es));
   }
-  for (int i = 1; i < P; ++i) reqs.push_back(comm.isend((r + i) % P, out, mine_bytes));
+  for (int i = 1; i < P; ++i) reqs.push_back(comm.isend(add_mod(r, i, P), out, mine_bytes));
   comm.wait_all(reqs);
 }
 

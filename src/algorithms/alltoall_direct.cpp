@@ -32,7 +32,7 @@ void run(Comm& comm) {
     reqs.push_back(comm.irecv(from, at(recv, from), block_bytes));
   }
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P;
+    const int to = add_mod(r, i, P);
     reqs.push_back(comm.isend(to, at(send, to), block_bytes));
   }
   comm.wait_all(reqs);

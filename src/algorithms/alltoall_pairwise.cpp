@@ -38,7 +38,7 @@ void run(Comm& comm) {
     copy_unless_same(at(recv, r), at(send, r), block_bytes);
   }
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P, from = ring_mod(r - i, P);
+    const int to = add_mod(r, i, P), from = ring_mod(r - i, P);
     sendrecv(comm, to, at(send, to), block_bytes, from, at(recv, from), block_bytes);
   }
 }

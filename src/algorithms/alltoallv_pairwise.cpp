@@ -45,7 +45,7 @@ void run(Comm& comm) {
   auto in = [&](int peer) { return byte_at(recv, v.recv_displs[static_cast<size_t>(peer)], es); };
   copy_unless_same(in(r), out(r), v.recv_counts[self] * es);
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P, from = ring_mod(r - i, P);
+    const int to = add_mod(r, i, P), from = ring_mod(r - i, P);
     sendrecv(comm, to, out(to), v.send_counts[static_cast<size_t>(to)] * es, from, in(from),
              v.recv_counts[static_cast<size_t>(from)] * es);
   }

@@ -10,7 +10,7 @@ namespace {
 void run(Comm& comm) {
   const int P = comm.size(), r = comm.rank();
   char token_out = 0, token_in = 0;  // zero-byte messages still need an address
-  for (int d = 1; d < P; d *= 2) sendrecv(comm, (r + d) % P, &token_out, 0, ring_mod(r - d, P), &token_in, 0);
+  for (int d = 1; d < P; d *= 2) sendrecv(comm, add_mod(r, d, P), &token_out, 0, ring_mod(r - d, P), &token_in, 0);
 }
 
 }  // namespace

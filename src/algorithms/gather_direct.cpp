@@ -19,7 +19,7 @@ void run(Comm& comm) {
   char* recv = static_cast<char*>(a.recv);
   TempList<Req> reqs(comm);
   for (int i = 1; i < P; ++i) {
-    const int from = (r + i) % P;
+    const int from = add_mod(r, i, P);
     reqs.push_back(comm.irecv(from, recv + static_cast<size_t>(from) * block_bytes, block_bytes));
   }
   copy_unless_same(recv + static_cast<size_t>(r) * block_bytes, a.send, block_bytes);

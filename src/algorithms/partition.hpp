@@ -59,7 +59,17 @@ inline const char* copy_outgoing_blocks(Comm& comm, const char* buf, int P, int 
   return copy;
 }
 
-// Python-style modulo for ring arithmetic: always in [0, n).
-inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
+// Python-style modulo for ring arithmetic: always in [0, n). A division costs 4-5 ns here (10-40
+// cycles), and a small collective at 4 ranks computed a dozen: the usual x in (-n, n) takes a
+// compare instead.
+inline int ring_mod(int x, int n) {
+  if (x >= 0) return x < n ? x : x % n;
+  return x >= -n ? x + n : ((x % n) + n) % n;
+}
+// (a + b) mod n for a and b in [0, n): a peer's rank i steps along the ring.
+inline int add_mod(int a, int b, int n) {
+  const int s = a + b;
+  return s >= n ? s - n : s;
+}
 
 }  // namespace kolo::algo

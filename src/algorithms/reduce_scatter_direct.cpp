@@ -21,7 +21,7 @@ void run(Comm& comm) {
   TempList<const void*> blocks(comm, static_cast<size_t>(P));
   TempList<Req> arrivals(comm, static_cast<size_t>(P));
   for (int i = 1; i < P; ++i) {
-    const int from = (r + i) % P;
+    const int from = add_mod(r, i, P);
     char* dst = byte_at(arrived, static_cast<size_t>(from) * n, es);
     blocks[static_cast<size_t>(from)] = dst;
     arrivals[static_cast<size_t>(from)] = comm.irecv(from, dst, bytes);
@@ -29,7 +29,7 @@ void run(Comm& comm) {
   blocks[static_cast<size_t>(r)] = block(r);
   TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P;
+    const int to = add_mod(r, i, P);
     sends.push_back(comm.isend(to, block(to), bytes));
   }
   void* spare = a.recv == block(r) && P > 2 ? comm.scratch(bytes, 1) : nullptr;

@@ -19,7 +19,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   TempList<Req> sends(comm);
   for (int i = 1; i < P; ++i) {
-    const int to = (r + i) % P;
+    const int to = add_mod(r, i, P);
     sends.push_back(comm.isend(to, send + static_cast<size_t>(to) * block_bytes, block_bytes));
   }
   copy_unless_same(a.recv, send + static_cast<size_t>(r) * block_bytes, block_bytes);

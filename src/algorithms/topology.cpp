@@ -13,7 +13,7 @@ int binomial_subtree(int size, int rel) {
 
 BinomialNode binomial_node(int size, int root, int rank) {
   BinomialNode node;
-  node.rel = (rank - root + size) % size;
+  node.rel = rank >= root ? rank - root : rank - root + size;
   node.subtree = binomial_subtree(size, node.rel);
   if (node.rel != 0) node.parent = rel_to_rank(node.rel - (node.rel & -node.rel), root, size);
   // Children are rel + m for the powers of two m below the lowest set bit (any m for the root)

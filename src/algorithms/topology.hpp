@@ -29,7 +29,11 @@ struct BinomialNode {
 };
 BinomialNode binomial_node(int size, int root, int rank);
 int binomial_subtree(int size, int rel);
-inline int rel_to_rank(int rel, int root, int size) { return (rel + root) % size; }
+// rel and root in [0, size): a compare, not a division (every tree algorithm call maps ranks).
+inline int rel_to_rank(int rel, int root, int size) {
+  const int r = rel + root;
+  return r >= size ? r - size : r;
+}
 
 // One of the two complementary binary trees of NCCL's double binary tree. Tree 0 is the
 // in-order binary tree over 0..size-1 in which a node's level is its lowest set bit (rank 0 is

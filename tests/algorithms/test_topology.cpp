@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "algorithms/partition.hpp"
 #include "algorithms/topology.hpp"
 
 namespace kolo::algo {
@@ -80,3 +81,17 @@ TEST(DoubleBinaryTree, TreesAreComplementaryForEvenSizes) {
 
 }  // namespace
 }  // namespace kolo::algo
+
+// The ring arithmetic the algorithms use instead of divisions (partition.hpp, topology.hpp)
+// against the plain modulo, over every argument the algorithms pass and beyond.
+TEST(RingArithmetic, AgreesWithTheModuloItReplaces) {
+  for (int n = 1; n <= 70; ++n) {
+    for (int x = -3 * n; x <= 3 * n; ++x) ASSERT_EQ(kolo::algo::ring_mod(x, n), ((x % n) + n) % n) << x << " mod " << n;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) {
+        ASSERT_EQ(kolo::algo::add_mod(a, b, n), (a + b) % n) << a << " + " << b << " mod " << n;
+        ASSERT_EQ(kolo::algo::rel_to_rank(a, b, n), (a + b) % n);
+        ASSERT_EQ(kolo::algo::binomial_node(n, b, a).rel, (a - b + n) % n) << "rank " << a << " root " << b;
+      }
+  }
+}
