@@ -118,6 +118,7 @@ class EngineComm final : public algo::Comm {
     direct_spin_ = spin;
   }
   uint32_t sends_done() const { return sends_done_; }
+  bool direct() const { return direct_; }
   // The collective's first `n` sends went out in a direct attempt: the next n isend() calls
   // complete at once without sending.
   void skip_sends(uint32_t n) { skip_sends_ = n; }

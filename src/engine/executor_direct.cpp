@@ -32,7 +32,7 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   // this thread runs may issue).
   t.ticket = next_ticket_++;
   ++collectives_queued_;
-  t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm->name, t.args.bytes(), t.args.root,
+  t.fr = fr_->record(t.stamp.seq, WorkAccess::name(*work), t.algorithm->name, t.args.bytes(), t.args.root,
                      /*stamp=*/false);
   lk.unlock();
   bool ran;

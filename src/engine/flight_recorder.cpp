@@ -182,16 +182,18 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   return &e;
 }
 
-void FlightRecorder::started(FlightEntry* e, const char* transport) {
+void FlightRecorder::started(FlightEntry* e, const char* transport, bool stamp) {
   if (!e) return;
-  e->started.store(ticks_now(), std::memory_order_relaxed);
+  if (stamp) e->started.store(ticks_now(), std::memory_order_relaxed);
   e->transport.store(transport, std::memory_order_relaxed);
   e->state.store(FlightEntry::running, std::memory_order_release);
 }
 
 void FlightRecorder::finished(FlightEntry* e, bool ok) {
   if (!e) return;
-  e->finished.store(ticks_now(), std::memory_order_relaxed);
+  const uint64_t now = ticks_now();
+  if (e->started.load(std::memory_order_relaxed) == 0) e->started.store(now, std::memory_order_relaxed);
+  e->finished.store(now, std::memory_order_relaxed);
   e->state.store(ok ? FlightEntry::done : FlightEntry::failed, std::memory_order_release);
   if (!trace_path_.empty()) trace_event(*e);
 }

@@ -55,6 +55,8 @@ struct WorkAccess {
     w.ticket_ = ticket;
   }
   static uint64_t ticket(const Work& w) { return w.ticket_; }
+  // The static name issue() gave it (coll_name of its kind), without building a std::string.
+  static const char* name(const Work& w) { return w.op_name_; }
   // finish() has run to its end (callbacks included): a waiter may return.
   static bool released(const Work& w) { return (w.state_.load(std::memory_order_acquire) & Work::kReleased) != 0; }
   static void set_source_rank(Work& w, int rank) { w.source_rank_.store(rank, std::memory_order_release); }
