@@ -151,6 +151,10 @@ class Device {
   // Whether its pairs implement send_now / recv_now (the direct path), so that an engine that
   // reaches every peer through such devices may try it.
   virtual bool moves_now() const { return false; }
+  // pair(peer) returns the same Pair for the device's whole life (all connected at setup), so a
+  // caller may keep the pointer. False where a connection opens on first use and its pair
+  // changes (TCP's on-demand connect).
+  virtual bool pairs_fixed() const { return false; }
   // Best effort, bounded: tells every peer this process aborts, with `reason`, and fails every
   // pending request with Failure::aborted.
   virtual void abort(const std::string& reason) = 0;

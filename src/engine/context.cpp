@@ -8,18 +8,22 @@
 
 namespace kolo::engine {
 
-Context::Context(int rank, int size) : rank_(rank), size_(size), by_peer_(static_cast<size_t>(size), nullptr) {
+Context::Context(int rank, int size)
+    : rank_(rank), size_(size), by_peer_(static_cast<size_t>(size), nullptr), fixed_pairs_(static_cast<size_t>(size), nullptr) {
   wake_fd_ = transport::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 }
 
 Context::~Context() = default;
 
 void Context::add_device(std::unique_ptr<transport::Device> dev, const std::vector<int>& peers) {
-  for (int p : peers) by_peer_[static_cast<size_t>(p)] = dev.get();
+  for (int p : peers) {
+    by_peer_[static_cast<size_t>(p)] = dev.get();
+    if (dev->pairs_fixed()) fixed_pairs_[static_cast<size_t>(p)] = dev->pair(p);
+  }
   devices_.push_back(std::move(dev));
 }
 
-transport::Pair& Context::pair(int peer) const {
+transport::Pair& Context::pair_of_device(int peer) const {
   transport::Device* d = by_peer_.at(static_cast<size_t>(peer));
   if (d == nullptr) throw Error("no transport reaches rank " + std::to_string(peer));
   return *d->pair(peer);

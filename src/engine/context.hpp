@@ -34,7 +34,12 @@ class Context final : public transport::FailureSink {
   int size() const { return size_; }
 
   void add_device(std::unique_ptr<transport::Device> dev, const std::vector<int>& peers);
-  transport::Pair& pair(int peer) const;
+  // Inline for the devices whose pairs never change (every collective looks a pair up per message).
+  transport::Pair& pair(int peer) const {
+    const auto i = static_cast<size_t>(peer);  // a negative peer wraps: pair_of_device refuses it
+    if (i < fixed_pairs_.size() && fixed_pairs_[i] != nullptr) return *fixed_pairs_[i];
+    return pair_of_device(peer);
+  }
   const char* transport_name(int peer) const;
   // Every peer is reached by a device whose pairs move small messages at once (send_now,
   // recv_now): the direct path may be tried. False with no peers.
@@ -79,6 +84,8 @@ class Context final : public transport::FailureSink {
   int rank_, size_;
   std::vector<std::unique_ptr<transport::Device>> devices_;
   std::vector<transport::Device*> by_peer_;
+  std::vector<transport::Pair*> fixed_pairs_;  // per peer, where its device's pairs_fixed()
+  transport::Pair& pair_of_device(int peer) const;
   transport::Fd wake_fd_;
   std::atomic<uint64_t> wake_epoch_{0};  // wake_sleeper() calls
   std::atomic<int> blocked_{0};          // threads in block()

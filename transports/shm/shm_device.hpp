@@ -39,6 +39,7 @@ class ShmDevice final : public transport::Device {
   int wait_fd() const override { return epfd_.get(); }
   bool prepare_sleep() override;
   bool moves_now() const override { return true; }
+  bool pairs_fixed() const override { return true; }
   void abort(const std::string& reason) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
