@@ -13,7 +13,7 @@ count() {  # collective iterations -> instructions collected inside measure()
   LD_LIBRARY_PATH=$lib valgrind --tool=callgrind --toggle-collect=measure --callgrind-out-file=/dev/null \
     "$prog" "$1" "$2" 2>&1 | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-for c in allreduce broadcast barrier; do
+for c in allreduce broadcast barrier empty; do
   a=$(count $c 1000)
   b=$(count $c 3000)
   echo "$c: $(( (b - a) / 2000 )) instructions per call ($lib)"

@@ -3,7 +3,7 @@
 // machine are noise; callgrind's instruction count is exact. scripts/per-call-instructions.sh
 // runs this under callgrind, collecting inside measure() only (the calling thread, which runs
 // the operation inline), for two iteration counts and reports the difference per call.
-//   kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv ITERATIONS
+//   kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty ITERATIONS
 // (sendrecv only under a launcher: a send to the next rank and a receive from the previous.)
 #include <algorithm>
 #include <chrono>
@@ -22,6 +22,8 @@ extern "C" __attribute__((noinline)) void measure(kolo::ProcessGroup& g, int n, 
       g.broadcast(kolo::Buffer(x, 1))->wait();
     else if (which == 2)
       g.barrier()->wait();
+    else if (which == 4)
+      g.allreduce(kolo::Buffer(x, 0))->wait();  // count 0: nothing moves (issue's shortcut)
     else {  // kolo-perf's sendrecv: to the next rank, from the previous one
       const int r = g.rank(), p = g.size();
       kolo::WorkPtr s = g.send(kolo::Buffer(x, 1), (r + 1) % p);
@@ -34,13 +36,13 @@ extern "C" __attribute__((noinline)) void measure(kolo::ProcessGroup& g, int n, 
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv ITERATIONS\n");
+    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty ITERATIONS\n");
     return 2;
   }
-  const char* names[] = {"allreduce", "broadcast", "barrier", "sendrecv"};
+  const char* names[] = {"allreduce", "broadcast", "barrier", "sendrecv", "empty"};
   int which = 0;
-  while (which < 4 && std::strcmp(argv[1], names[which]) != 0) ++which;
-  if (which == 4) {
+  while (which < 5 && std::strcmp(argv[1], names[which]) != 0) ++which;
+  if (which == 5) {
     std::fprintf(stderr, "kolo-per-call-instructions: unknown operation %s\n", argv[1]);
     return 2;
   }
