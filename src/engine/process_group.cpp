@@ -295,10 +295,10 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
 
 std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* op_name, uint64_t seq) {
   // Only our reference left: the caller and the engine have dropped theirs (their decrements
-  // release; the fence makes what they did to the Work happen before we rewrite it). The engine
-  // drops its reference when the operation has ended (Executor::release), after which nothing of
-  // it points at the task, so a Work that went through the queue is renewed too (a receive whose
-  // message came after its issue).
+  // release; the fence makes what they did to the Work happen before we rewrite it). A Work that
+  // went through the queue keeps its runner and is not renewed: only those that completed in
+  // their issuing call are. (Renewing queued ones too drew a ThreadSanitizer race report against
+  // the engine thread's last touch of the task, under two issuing threads: not kept.)
   for (std::shared_ptr<engine::Operation>& spare : spares) {
     if (!spare || spare.use_count() != 1) continue;
     std::atomic_thread_fence(std::memory_order_acquire);

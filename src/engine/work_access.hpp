@@ -37,14 +37,13 @@ struct WorkAccess {
   // followed by an acquire fence), may become a new operation's Work: it succeeded, and nobody
   // waits on it or asked for a callback.
   static bool renewable(const Work& w) {
-    return w.state_.load(std::memory_order_relaxed) == (Work::kFinishing | Work::kDone | Work::kReleased) && !w.error_;
+    return w.state_.load(std::memory_order_relaxed) == (Work::kFinishing | Work::kDone | Work::kReleased) && !w.error_ &&
+           w.runner_.expired();
   }
-  // A renewable Work as a newly made one for operation `seq` named `op_name`: not queued (a Work
-  // has a runner only once its operation was queued).
+  // A renewable Work as a newly made one for operation `seq` named `op_name`.
   static void renew(Work& w, const char* op_name, uint64_t seq) {
     w.op_name_ = op_name;
     w.seq_ = seq;
-    w.runner_.reset();
     w.ticket_ = 0;
     w.source_rank_.store(-1, std::memory_order_relaxed);
     w.state_.store(0, std::memory_order_relaxed);
