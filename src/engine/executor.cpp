@@ -47,6 +47,8 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
   queue_.reserve(64);
   inline_batch_.reserve(64);
   pending_.reserve(16);
+  lanes_.resize(2 * static_cast<size_t>(ctx_->size()));
+  busy_lanes_.reserve(lanes_.size());
   spare_reqs_.reserve(16);
   for (int i = 0; i < 4; ++i) spare_reqs_.push_back(std::make_unique<transport::Request>());
   // The transport the flight recorder names for a collective: the one to the next rank.
@@ -195,9 +197,17 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
 }
 
 const Executor::Pending* Executor::find_pending(const Work& w) const {
-  for (const Pending& p : pending_)
-    if (p.task->work.get() == &w) return &p;
-  return nullptr;
+  // Entries are in ticket order: a binary search, however many are in flight.
+  const uint64_t ticket = WorkAccess::ticket(w);
+  size_t lo = 0, hi = pending_.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (pending_[mid].ticket < ticket) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == pending_.size()) return nullptr;
+  const Pending& p = pending_[lo];
+  return p.ticket == ticket && p.task != nullptr && p.task->work.get() == &w ? &p : nullptr;
 }
 
 // The waiter's run of a posted send or receive: the polling the engine thread would do, on the
@@ -325,13 +335,15 @@ void Executor::fail_group(const std::string& reason, int culprit, ErrorKind kind
   ctx_->abort(encode_abort_reason(culprit, kind, reason));
   // The abort failed the requests of pending point-to-point operations; fail their works too.
   if (!pending_.empty()) error_delivered_ = true;
-  while (!pending_.empty()) {
-    Task& t = *retire_pending(0);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].task == nullptr) continue;
+    Task& t = *end_pending(pending_[i]);
     fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, std::make_exception_ptr(PeerError("kolo: " + where(t) + " failed: " + reason,
                                                                   info(t).from_ctx_peer(culprit))));
     release(t);
   }
+  trim_pending();
 }
 
 void Executor::wait_for_work() {
@@ -596,9 +608,22 @@ void Executor::post_point_to_point(Task& t) {
   void* buf = t.args.recv;
   const void* data = t.args.send;
   // Queued before it is posted: a post may complete at once, and check_pending must find it.
-  // No deadline yet: the first look at the clock while it is pending sets it (check_pending).
-  pending_.push_back(Pending{&t, std::move(req), Clock::time_point{}});
+  // No deadline yet: the first look at the clock while it is pending sets it (date_pending).
+  const uint64_t no = pending_front_no_ + pending_.size();
+  pending_.push_back(Pending{&t, std::move(req), Clock::time_point{}, t.ticket});
+  ++pending_live_;
   sync_pending_count();
+  Pending& p = pending_at(no);
+  p.lane = 2 * static_cast<uint32_t>(peer) + (send ? 1 : 0);
+  Lane& lane = lanes_[p.lane];
+  p.prev = lane.tail;
+  if (lane.tail != kNoEntry) pending_at(lane.tail).next = no;
+  else lane.head = no;
+  lane.tail = no;
+  if (!lane.busy) {
+    lane.busy = true;
+    busy_lanes_.push_back(p.lane);
+  }
   if (send) ctx_->pair(peer).post_send(data, bytes, tag, r);
   else ctx_->pair(peer).post_recv(buf, bytes, tag, r);
 }
@@ -609,13 +634,49 @@ uint64_t* Executor::recv_counters(const GroupInfo& g) {
   return g.p2p_recv_seq.data();
 }
 
-Task* Executor::retire_pending(size_t i) {
-  Pending& p = pending_[i];
+Task* Executor::end_pending(Pending& p) {
+  // Out of its lane (almost always the lane's head: a pair completes in order).
+  Lane& lane = lanes_[p.lane];
+  if (p.prev != kNoEntry) pending_at(p.prev).next = p.next;
+  else lane.head = p.next;
+  if (p.next != kNoEntry) pending_at(p.next).prev = p.prev;
+  else lane.tail = p.prev;
   Task* t = p.task;
   spare_reqs_.push_back(std::move(p.req));
-  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  p.task = nullptr;
+  --pending_live_;
   sync_pending_count();
   return t;
+}
+
+void Executor::trim_pending() {
+  if (pending_live_ == 0) {
+    // Nothing in flight: start afresh (what the lanes still list has ended).
+    pending_front_no_ += pending_.size();
+    pending_.clear();
+    for (uint32_t lane : busy_lanes_) lanes_[lane] = Lane{};
+    busy_lanes_.clear();
+    undated_no_ = pending_front_no_;
+    earliest_deadline_ = Clock::time_point::max();
+    return;
+  }
+  while (pending_.front().task == nullptr) {
+    pending_.pop_front();
+    ++pending_front_no_;
+  }
+}
+
+void Executor::date_pending(Clock::time_point now) {
+  // Each entry's timeout counts from the first clock read while it was pending (a send or
+  // receive that completes at once costs no clock read); entries are dated once, in order.
+  const uint64_t end = pending_front_no_ + pending_.size();
+  for (uint64_t no = std::max(undated_no_, pending_front_no_); no < end; ++no) {
+    Pending& p = pending_[static_cast<size_t>(no - pending_front_no_)];
+    if (p.task == nullptr) continue;
+    p.deadline = now + p.task->timeout;
+    earliest_deadline_ = std::min(earliest_deadline_, p.deadline);
+  }
+  undated_no_ = end;
 }
 
 void Executor::check_pending() {
@@ -624,21 +685,54 @@ void Executor::check_pending() {
 }
 
 void Executor::check_pending(Clock::time_point now) {
+  if (pending_.empty()) return;
   const bool clock_read = now != Clock::time_point::min();
-  for (size_t i = 0; i < pending_.size();) {
+  if (clock_read) date_pending(now);
+  if (ctx_->has_failure() || (clock_read && now >= earliest_deadline_)) {
+    scan_pending(now, clock_read);
+    return;
+  }
+  for (size_t b = 0; b < busy_lanes_.size();) {
+    Lane& lane = lanes_[busy_lanes_[b]];
+    while (lane.head != kNoEntry) {
+      Pending& p = pending_at(lane.head);
+      const auto state = p.req->state;
+      if (state == Request::State::pending) break;
+      if (state != Request::State::done) {
+        scan_pending(now, clock_read);  // failed: the scan reports it, in posting order
+        return;
+      }
+      Task& t = *end_pending(p);  // the lane's head moves on
+      fr_->finished(t.fr, true);
+      WorkAccess::finish(*t.work, nullptr);
+      release(t);
+    }
+    if (lane.head == kNoEntry) {
+      lane.busy = false;
+      busy_lanes_[b] = busy_lanes_.back();
+      busy_lanes_.pop_back();
+    } else {
+      ++b;
+    }
+  }
+  trim_pending();
+}
+
+void Executor::scan_pending(Clock::time_point now, bool clock_read) {
+  auto earliest = Clock::time_point::max();
+  for (size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
+    if (p.task == nullptr) continue;
     Request& r = *p.req;
-    // Its timeout counts from the first time the clock was read while it was pending (a send
-    // or receive that completes at once costs no clock read).
-    if (clock_read && p.deadline == Clock::time_point{}) p.deadline = now + p.task->timeout;
     if (r.state == Request::State::done) {
-      Task& t = *retire_pending(i);
+      Task& t = *end_pending(p);
       fr_->finished(t.fr, true);
       WorkAccess::finish(*t.work, nullptr);
       release(t);
       continue;
     }
-    const bool overdue = clock_read && now >= p.deadline;
+    const bool dated = p.deadline != Clock::time_point{};
+    const bool overdue = clock_read && dated && now >= p.deadline;
     if (r.state == Request::State::failed || overdue || ctx_->has_failure()) {
       std::exception_ptr err;
       try {
@@ -654,19 +748,22 @@ void Executor::check_pending(Clock::time_point now) {
           group_error_ = err;
           group_error_text_ = e.what();
         }
-        // Out of the list before the group fails: fail_group() finishes every other pending Work
-        // with the group's error, and this one carries its own.
-        Task& failing = *retire_pending(i);
+        // Ended before the group fails: fail_group() finishes every other pending Work with the
+        // group's error, and this one carries its own.
+        Task& failing = *end_pending(p);
         fr_->finished(failing.fr, false);
         fail_group(e, info(failing));
         error_delivered_ = true;
         WorkAccess::finish(*failing.work, err);
         release(failing);
+        trim_pending();
         return;
       }
     }
-    ++i;
+    if (dated) earliest = std::min(earliest, p.deadline);
   }
+  earliest_deadline_ = earliest;
+  trim_pending();
 }
 
 }  // namespace kolo::engine
