@@ -127,6 +127,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // Ends a live entry (its Work is the caller's to finish): the request goes back to the spares
   // and the entry stays, emptied, until every entry before it has ended too (trim_pending).
   Task* end_pending(Pending& p);
+  void complete_pending(Pending& p);  // ended with success: its Work finished, the engine's reference dropped
   void trim_pending();
   Pending& pending_at(uint64_t no) { return pending_[static_cast<size_t>(no - pending_front_no_)]; }
   void date_pending(std::chrono::steady_clock::time_point now);

@@ -1,7 +1,7 @@
 // The executor's direct path (docs/ARCHITECTURE.md, step 3 of "One all-reduce"): a small
 // collective, send or receive run in the call that issues it while the group is idle, and its
 // hand-over to the engine when a message it needs is late. The rest of the executor is in
-// executor.cpp.
+// executor.cpp, and the posted sends and receives in executor_pending.cpp.
 #include "engine/executor.hpp"
 #include "engine/running_operations.hpp"
 #include "engine/two_rank_direct.hpp"
