@@ -95,7 +95,7 @@ void Executor::complete_pending(Pending& p) {
 
 void Executor::trim_pending() {
   if (pending_live_ == 0) {
-    // Nothing in flight: start afresh (what the lanes still list has ended).
+    // Nothing in flight: start afresh (the lanes are empty already; their busy marks go).
     pending_front_no_ += pending_.size();
     pending_.clear();
     for (uint32_t lane : busy_lanes_) lanes_[lane] = Lane{};
