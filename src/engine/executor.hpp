@@ -152,8 +152,12 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool only_receives_queued(size_t from) const;
   void sync_pending_count() { pending_n_.store(pending_live_, std::memory_order_release); }
   void run_collective(Task& t);
-  // run_direct for two ranks and an algorithm that is one exchange there (two_rank_direct.hpp):
-  // true when it completed `work`, false (t.skip_sends set) when it must be handed over.
+  // Two ranks, and an algorithm that is one exchange there (two_rank_direct.hpp) of one chunk.
+  bool two_rank_exchange(const Task& t) const {
+    return direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_;
+  }
+  // run_direct for two_rank_exchange(t): true when it completed `work`, false (t.skip_sends
+  // set) when it must be handed over.
   bool run_two_rank_direct(Task& t, Work& work);
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
   // with the right number and size, at once; false (nothing done) otherwise.

@@ -27,6 +27,24 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
   if (!run.owns_lock() || ctx_->has_failure()) return false;
   if (p2p) return run_point_to_point_direct(t, *work);
+  if (two_rank_exchange(t)) {
+    // First one try without waiting, the queue lock still held: when the peer's message is in
+    // already (a receiver behind a sender that runs ahead) or no message is awaited (a root
+    // that only sends), the collective is done here, without a ticket, the queued and done
+    // counts, or a second visit to the locks; issuing threads wait those few hundred
+    // nanoseconds, not a spin. Its flight-recorder entry is written afterwards, still in issue
+    // order. Else it goes on below with what it sent, as any direct attempt that must wait.
+    DirectSpin once = DirectSpin::no_wait(*ctx_);
+    const TwoRankOutcome o = run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, once, 0);
+    if (o.done) {
+      fr_->record_ran(t.stamp.seq, WorkAccess::name(*work), t.algorithm->name, t.args.bytes(), t.args.root,
+                      direct_peer_transport_);
+      lk.unlock();
+      WorkAccess::finish(*work, nullptr);
+      return true;
+    }
+    t.skip_sends = o.sent;
+  }
   // Ours from here: numbered and counted like a queued collective, so that whoever issues
   // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
   // this thread runs may issue).
@@ -80,16 +98,16 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
     if (!pair.recv_now(t.args.recv, bytes, encode(t.stamp))) return false;
     ++next;
   }
-  if (t.fr == nullptr)  // a queued one (run_waited_direct) has its record already
-    t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, /*stamp=*/false);
-  fr_->ran(t.fr, ctx_->transport_name(peer));
+  if (t.fr == nullptr)  // issued just now, both locks held: recorded after the fact, in issue order
+    fr_->record_ran(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, ctx_->transport_name(peer));
+  else  // a queued one (run_waited_direct) has its record already
+    fr_->ran(t.fr, ctx_->transport_name(peer));
   WorkAccess::finish(work, nullptr);
   return true;
 }
 
 bool Executor::attempt_direct(Task& t, Work& work) {
-  if (direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_)
-    return run_two_rank_direct(t, work);
+  if (two_rank_exchange(t)) return run_two_rank_direct(t, work);
   EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
   comm.skip_sends(t.skip_sends);
   comm.go_direct(direct_spin_);

@@ -155,10 +155,8 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
   return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
 }
 
-FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                                    bool stamp) {
-  if (ring_.empty()) return nullptr;
-  // One writer: the executor calls this under its queue lock, so plain loads and stores do
+FlightEntry& FlightRecorder::claim(uint64_t* version) {
+  // One writer: the executor calls record() under its queue lock, so plain loads and stores do
   // (no locked read-modify-write on every issue); the dumper, another thread, only reads.
   const uint64_t n = next_.load(std::memory_order_relaxed);
   const size_t cap = ring_.size();  // a mask for a power of two (the default 256): no division
@@ -166,6 +164,20 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   const uint64_t v = e.version.load(std::memory_order_relaxed);
   e.version.store(v + 1, std::memory_order_relaxed);  // odd: being rewritten
   std::atomic_thread_fence(std::memory_order_release);  // the odd version before the fields
+  *version = v;
+  return e;
+}
+
+void FlightRecorder::publish(FlightEntry& e, uint64_t version) {
+  e.version.store(version + 2, std::memory_order_release);
+  next_.store(next_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
+                                    bool stamp) {
+  if (ring_.empty()) return nullptr;
+  uint64_t v;
+  FlightEntry& e = claim(&v);
   e.seq = seq;
   e.op = op;
   e.algorithm = algorithm;
@@ -177,9 +189,29 @@ FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* al
   e.started.store(0, std::memory_order_relaxed);
   e.finished.store(0, std::memory_order_relaxed);
   e.transport.store("", std::memory_order_relaxed);
-  e.version.store(v + 2, std::memory_order_release);
-  next_.store(n + 1, std::memory_order_release);
+  publish(e, v);
   return &e;
+}
+
+void FlightRecorder::record_ran(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
+                                const char* transport) {
+  if (ring_.empty()) return;
+  uint64_t v;
+  FlightEntry& e = claim(&v);
+  const uint64_t now = date_direct();
+  e.seq = seq;
+  e.op = op;
+  e.algorithm = algorithm;
+  e.bytes = bytes;
+  e.root = root;
+  e.issued = 0;
+  e.state.store(FlightEntry::done, std::memory_order_relaxed);
+  e.waiting_on.store(-1, std::memory_order_relaxed);
+  e.started.store(now, std::memory_order_relaxed);
+  e.finished.store(now, std::memory_order_relaxed);
+  e.transport.store(transport, std::memory_order_relaxed);
+  publish(e, v);
+  if (!trace_path_.empty()) trace_event(e);
 }
 
 void FlightRecorder::started(FlightEntry* e, const char* transport, bool stamp) {
@@ -200,7 +232,7 @@ void FlightRecorder::finished(FlightEntry* e, bool ok) {
 
 void FlightRecorder::ran(FlightEntry* e, const char* transport) {
   if (!e) return;
-  const uint64_t now = ticks_now();
+  const uint64_t now = date_direct();
   e->started.store(now, std::memory_order_relaxed);
   e->finished.store(now, std::memory_order_relaxed);
   e->transport.store(transport, std::memory_order_relaxed);
