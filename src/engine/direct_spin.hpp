@@ -23,15 +23,8 @@ class DirectSpin {
   // `pure_spin`: WaitPolicy::pure_spin_polls > 0 (cores to spare: spin before yielding).
   DirectSpin(const Context& ctx, std::chrono::microseconds window, bool pure_spin)
       : ctx_(ctx), window_(window), pure_(pure_spin) {}
-  // One poll and no wait: again() says no at once.
-  static DirectSpin no_wait(const Context& ctx) {
-    DirectSpin s(ctx, std::chrono::microseconds(0), true);
-    s.no_wait_ = true;
-    return s;
-  }
   // Call after a poll that found nothing: false once the window has passed or the group failed.
   bool again() {
-    if (no_wait_) return false;
     // A yield is a system call (and often a switch to another process): next to it a clock
     // read is free, and 64 yields could take a whole scheduler slice.
     if (!pure_ || ++polls_ % 64 == 0) {
@@ -54,7 +47,6 @@ class DirectSpin {
   const Context& ctx_;
   std::chrono::microseconds window_;
   bool pure_;
-  bool no_wait_ = false;
   unsigned polls_ = 0;
   std::chrono::steady_clock::time_point until_{}, pure_until_{};
 };

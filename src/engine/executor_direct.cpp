@@ -27,24 +27,6 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
   if (!run.owns_lock() || ctx_->has_failure()) return false;
   if (p2p) return run_point_to_point_direct(t, *work);
-  if (two_rank_exchange(t)) {
-    // First one try without waiting, the queue lock still held: when the peer's message is in
-    // already (a receiver behind a sender that runs ahead) or no message is awaited (a root
-    // that only sends), the collective is done here, without a ticket, the queued and done
-    // counts, or a second visit to the locks; issuing threads wait those few hundred
-    // nanoseconds, not a spin. Its flight-recorder entry is written afterwards, still in issue
-    // order. Else it goes on below with what it sent, as any direct attempt that must wait.
-    DirectSpin once = DirectSpin::no_wait(*ctx_);
-    const TwoRankOutcome o = run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, once, 0);
-    if (o.done) {
-      fr_->record_ran(t.stamp.seq, WorkAccess::name(*work), t.algorithm->name, t.args.bytes(), t.args.root,
-                      direct_peer_transport_);
-      lk.unlock();
-      WorkAccess::finish(*work, nullptr);
-      return true;
-    }
-    t.skip_sends = o.sent;
-  }
   // Ours from here: numbered and counted like a queued collective, so that whoever issues
   // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
   // this thread runs may issue).
