@@ -173,22 +173,26 @@ void FlightRecorder::publish(FlightEntry& e, uint64_t version) {
   next_.store(next_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
+void FlightRecorder::fill(FlightEntry& e, const Fields& f) {
+  e.seq = f.seq;
+  e.op = f.op;
+  e.algorithm = f.algorithm;
+  e.bytes = f.bytes;
+  e.root = f.root;
+  e.issued = f.issued;
+  e.state.store(f.state, std::memory_order_relaxed);
+  e.waiting_on.store(-1, std::memory_order_relaxed);
+  e.started.store(f.started, std::memory_order_relaxed);
+  e.finished.store(f.finished, std::memory_order_relaxed);
+  e.transport.store(f.transport, std::memory_order_relaxed);
+}
+
 FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
                                     bool stamp) {
   if (ring_.empty()) return nullptr;
   uint64_t v;
   FlightEntry& e = claim(&v);
-  e.seq = seq;
-  e.op = op;
-  e.algorithm = algorithm;
-  e.bytes = bytes;
-  e.root = root;
-  e.issued = stamp ? ticks_now() : 0;
-  e.state.store(FlightEntry::queued, std::memory_order_relaxed);
-  e.waiting_on.store(-1, std::memory_order_relaxed);
-  e.started.store(0, std::memory_order_relaxed);
-  e.finished.store(0, std::memory_order_relaxed);
-  e.transport.store("", std::memory_order_relaxed);
+  fill(e, {seq, op, algorithm, bytes, root, stamp ? ticks_now() : 0, FlightEntry::queued, 0, 0, ""});
   publish(e, v);
   return &e;
 }
@@ -199,17 +203,7 @@ void FlightRecorder::record_ran(uint64_t seq, const char* op, const char* algori
   uint64_t v;
   FlightEntry& e = claim(&v);
   const uint64_t now = date_direct();
-  e.seq = seq;
-  e.op = op;
-  e.algorithm = algorithm;
-  e.bytes = bytes;
-  e.root = root;
-  e.issued = 0;
-  e.state.store(FlightEntry::done, std::memory_order_relaxed);
-  e.waiting_on.store(-1, std::memory_order_relaxed);
-  e.started.store(now, std::memory_order_relaxed);
-  e.finished.store(now, std::memory_order_relaxed);
-  e.transport.store(transport, std::memory_order_relaxed);
+  fill(e, {seq, op, algorithm, bytes, root, 0, FlightEntry::done, now, now, transport});
   publish(e, v);
   if (!trace_path_.empty()) trace_event(e);
 }

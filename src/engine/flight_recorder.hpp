@@ -91,6 +91,18 @@ class FlightRecorder {
   // The slot for a new entry, marked as being rewritten (odd version): the caller fills it and
   // calls publish().
   FlightEntry& claim(uint64_t* version);
+  struct Fields {
+    uint64_t seq;
+    const char* op;
+    const char* algorithm;
+    uint64_t bytes;
+    int root;
+    uint64_t issued;
+    FlightEntry::State state;
+    uint64_t started, finished;
+    const char* transport;
+  };
+  static void fill(FlightEntry& e, const Fields& f);  // every field of a claimed entry
   void publish(FlightEntry& e, uint64_t version);
   // The time of an operation that completed in its issuing call (ticks), or 0 (not dated).
   uint64_t date_direct() { return (++direct_ops_ & 15) == 0 || !trace_path_.empty() ? ticks_now() : 0; }
