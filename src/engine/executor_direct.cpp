@@ -143,7 +143,7 @@ bool Executor::run_two_rank_direct(Task& t, Work& work) {
     return false;
   }
   fr_->ran(t.fr, direct_peer_transport_);
-  WorkAccess::finish(work, nullptr);
+  WorkAccess::finish_unshared(work);
   return true;
 }
 

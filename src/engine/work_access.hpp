@@ -33,6 +33,14 @@ struct WorkAccess {
     return std::allocate_shared<Op>(WorkPoolAllocator<Op>(pool), Work::Token{}, op_name, seq);
   }
   static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
+  // finish(nullptr) for a Work that no other thread can reach yet: its issuing call has not
+  // returned it, and the engine never saw it (the direct path). Nobody can wait on it or have
+  // asked for a callback, so its state is stored, not exchanged: a locked instruction here
+  // would wait for the message just sent to leave this core (docs/PERFORMANCE.md).
+  static void finish_unshared(Work& w) {
+    w.state_.store(w.state_.load(std::memory_order_relaxed) | Work::kFinishing | Work::kDone | Work::kReleased,
+                   std::memory_order_release);
+  }
   // Whether `w`, whose last reference is the caller's (use_count() 1, seen before this call and
   // followed by an acquire fence), may become a new operation's Work: it succeeded, and nobody
   // waits on it or asked for a callback.

@@ -14,11 +14,14 @@
 #include <cstddef>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <thread>
 
 #include "kolo/error.hpp"
 #include "shm_test_support.hpp"
 #include "transports/shm/shm_device.hpp"
+#include "transports/shm/shm_fence.hpp"
+#include "transports/shm/shm_pair.hpp"
 
 using namespace kolo;
 using namespace kolo::shmtest;
@@ -385,4 +388,106 @@ TEST_F(ShmProcesses, SenderThatMayNotWriteHandsItsPieceBack) {
                                                  [&](const std::string& k) { await(k); }, true);
   if (helped < 0) GTEST_SKIP() << "seccomp filters are not available here";
   EXPECT_EQ(helped, 0);
+}
+
+namespace {
+
+// The sleep/wake handshake under races (transports/shm/shm_fence.hpp): rank 1 receives and rank
+// 0 sends `kMessages` small messages one at a time, each side going to sleep (arm, a last look,
+// poll(2) for up to 2 s) whenever a poll finds nothing, and pausing 0-40 µs at random between
+// operations so that a publish often lands while the other side arms. A ring of two slots makes
+// the sender wait for room too (the freeing side of the handshake). A lost wake-up costs a whole
+// 2 s sleep: no operation may take 1 s (a sender that skips its look at the flag fails within
+// a few dozen messages). The store-buffer window that the fence or the membarrier closes is a
+// few hundred nanoseconds, and the sleeper's arm makes a system call between its flag and its
+// last look: this does not hit that window on purpose, it checks that both modes wake reliably.
+// `child_light`: whether rank 1's pair must skip the fence (it fails otherwise). Returns "" or
+// what went wrong, and whether rank 0's pair skipped it.
+struct RaceResult {
+  std::string error;
+  bool parent_light = false;
+};
+
+RaceResult race_sleep_and_publish(const std::function<std::unique_ptr<transport::Device>(int, Sink*)>& connect,
+                                  const char* parent_mode, const char* child_mode, bool child_light) {
+  constexpr int kMessages = 3000;
+  ScopedEnv slots("KOLO_SHM_SLOTS", "2");
+  auto pause = [](std::mt19937& rng) {
+    const auto until = Clock::now() + std::chrono::microseconds(rng() % 41);
+    while (Clock::now() < until) {
+    }
+  };
+  pid_t child = fork_rank([&] {
+    ScopedEnv mode("KOLO_SHM_ASYMMETRIC_FENCE", child_mode);
+    Sink sink;
+    auto dev = connect(1, &sink);
+    if (static_cast<shm::ShmPair*>(dev->pair(0))->light_fence() != child_light) {
+      std::fprintf(stderr, "rank 1: the pair %s the fence\n", child_light ? "keeps" : "skips");
+      return 4;
+    }
+    std::mt19937 rng(2);
+    for (int i = 0; i < kMessages; ++i) {
+      uint64_t got = 0;
+      Request r;
+      dev->pair(0)->post_recv(&got, sizeof got, tag(9), &r);
+      const DriveStats st = drive(*dev, {&r}, 10s, 2000ms);
+      if (!st.finished || r.state != Request::State::done || got != static_cast<uint64_t>(i) * 7919) {
+        std::fprintf(stderr, "rank 1: message %d: %s\n", i, st.finished ? "wrong payload or failed" : "not received in 10 s");
+        return 1;
+      }
+      if (st.seconds >= 1.0) {
+        std::fprintf(stderr, "rank 1: receive %d took %.3f s: a wake-up was lost\n", i, st.seconds);
+        return 2;
+      }
+      if (rng() % 4 == 0) pause(rng);
+    }
+    return dev->close(Clock::now() + 10s).empty() && sink.first() == Failure::none ? 0 : 3;
+  });
+  RaceResult res;
+  ScopedEnv mode("KOLO_SHM_ASYMMETRIC_FENCE", parent_mode);
+  Sink sink;
+  auto dev = connect(0, &sink);
+  res.parent_light = static_cast<shm::ShmPair*>(dev->pair(1))->light_fence();
+  std::mt19937 rng(1);
+  for (int i = 0; i < kMessages && res.error.empty(); ++i) {
+    uint64_t v = static_cast<uint64_t>(i) * 7919;
+    // As the direct path sends (straight into the ring, publish then look at the flag), and
+    // when the ring is full as the engine does (posted, then driven with sleeps).
+    if (dev->pair(1)->send_now(&v, sizeof v, tag(9)) != transport::Pair::Now::sent) {
+      Request s;
+      dev->pair(1)->post_send(&v, sizeof v, tag(9), &s);
+      const DriveStats st = drive(*dev, {&s}, 10s, 2000ms);
+      if (!st.finished || s.state != Request::State::done) res.error = "send " + std::to_string(i) + " did not complete";
+      else if (st.seconds >= 1.0) res.error = "send " + std::to_string(i) + " took " + std::to_string(st.seconds) + " s: a wake-up was lost";
+    }
+    if (rng() % 2 == 0) pause(rng);
+  }
+  if (!dev->close(Clock::now() + 10s).empty()) res.error += "; close did not complete";
+  const int status = wait_child(child, 60s);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    res.error += "; rank 1 failed (status " + std::to_string(status) + ")";
+  return res;
+}
+
+}  // namespace
+
+TEST_F(ShmProcesses, NoWakeUpIsLostWhenPublishesRaceSleepsWithoutFences) {
+  if (!shm::asymmetric_fences()) GTEST_SKIP() << "membarrier's global expedited command is not available here";
+  const RaceResult r = race_sleep_and_publish([&](int k, Sink* s) { return connect_rank(k, s); }, "1", "1", true);
+  EXPECT_EQ(r.error, "");
+  EXPECT_TRUE(r.parent_light) << "both ranks use membarrier: the pair should skip the fence";
+}
+
+TEST_F(ShmProcesses, NoWakeUpIsLostWhenPublishesRaceSleepsWithFences) {
+  const RaceResult r = race_sleep_and_publish([&](int k, Sink* s) { return connect_rank(k, s); }, "0", "0", false);
+  EXPECT_EQ(r.error, "");
+  EXPECT_FALSE(r.parent_light);
+}
+
+TEST_F(ShmProcesses, ARankWithoutMembarrierMakesItsPeerFenceToo) {
+  // The parent could skip its fences, the child does not issue membarrier before it sleeps: the
+  // parent must see that in the child's segment and fence after every publish.
+  const RaceResult r = race_sleep_and_publish([&](int k, Sink* s) { return connect_rank(k, s); }, "1", "0", false);
+  EXPECT_EQ(r.error, "");
+  EXPECT_FALSE(r.parent_light) << "the child sleeps without membarrier: skipping the fence could lose its wake-ups";
 }

@@ -28,6 +28,7 @@
 #include "transports/common/auth.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
+#include "transports/shm/shm_fence.hpp"
 #include "transports/common/setup_text.hpp"
 
 namespace kolo::shm {
@@ -220,6 +221,8 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     hdr->nrings = static_cast<uint32_t>(nrings);
     hdr->total_bytes = total;
     hdr->ring_bytes = ring_size;
+    dev->waiter_membarrier_ = asymmetric_fences();
+    hdr->flags = dev->waiter_membarrier_ ? kWaiterUsesMembarrier : 0;
   }
   std::vector<RingView> inbound(static_cast<size_t>(b.size));
   for (size_t i = 0; i < nrings; ++i) {
@@ -242,6 +245,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
   std::vector<RingView> outbound(static_cast<size_t>(b.size));
   std::vector<std::string> peer_socket(static_cast<size_t>(b.size));
   std::vector<transport::auth::Nonce> peer_nonce(static_cast<size_t>(b.size));
+  std::vector<bool> peer_membarrier(static_cast<size_t>(b.size), false);
   for (int peer : peers) {
     std::string info = b.store->get_string(store_key(b, peer));
     auto nl = info.find('\n');
@@ -251,6 +255,8 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     peer_names->push_back(info.substr(0, nl));
     Segment seg = Segment::open(info.substr(0, nl), "rank " + std::to_string(peer));
     outbound[static_cast<size_t>(peer)] = find_ring(seg, peer, b.rank);
+    peer_membarrier[static_cast<size_t>(peer)] =
+        (reinterpret_cast<const SegmentHeader*>(seg.base())->flags & kWaiterUsesMembarrier) != 0;
     // Only our ring: the rest of the peer's segment is other senders' (at 64 ranks a whole
     // segment is 63 rings).
     prefault(reinterpret_cast<char*>(outbound[static_cast<size_t>(peer)].ctl),
@@ -400,6 +406,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     s.cma_min_bytes = g.cma_min_bytes;
     // Reading and writing another process's memory need the same permission.
     s.help_peer = g.cma_help && we_read[static_cast<size_t>(peer)];
+    s.light_fence = dev->waiter_membarrier_ && peer_membarrier[static_cast<size_t>(peer)];
     dev->add_pair(std::move(s));
   }
   KOLO_LOG(debug, "shm: connected to " << peers.size() << " peer(s); segment " << seg_name << " ("

@@ -12,6 +12,7 @@
 
 #include "common/config.hpp"
 #include "kolo/error.hpp"
+#include "transports/shm/shm_fence.hpp"
 
 namespace kolo::shm {
 
@@ -55,6 +56,7 @@ void ShmDevice::add_pair(PairSetup s) {
 
 std::unique_ptr<ShmDevice> ShmDevice::adopt(int size, transport::FailureSink* sink, PairSetup s) {
   std::unique_ptr<ShmDevice> dev(new ShmDevice(size, sink));
+  dev->waiter_membarrier_ = s.light_fence;  // the caller plays the peer's half
   dev->add_pair(std::move(s));
   return dev;
 }
@@ -102,6 +104,8 @@ bool ShmDevice::prepare_sleep() { return armed_ ? false : arm(); }
 
 bool ShmDevice::arm() {
   for (ShmPair* p : list_) p->set_waiting(true);
+  // The flags before the last look, on our side and on every peer's that skipped its fence.
+  if (waiter_membarrier_) heavy_fence();
   // Drain the sockets first, then look at the rings once more. A peer that published before it
   // could see our flag did not ring, so what it published must be found by this last look; one
   // that saw the flag rang, and its doorbell must either still be unread when we sleep (it wakes

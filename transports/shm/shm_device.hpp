@@ -70,6 +70,9 @@ class ShmDevice final : public transport::Device {
   Fd epfd_, nudge_;
   transport::FailureSink* sink_;
   uint64_t probe_word_ = 0;  // peers read it with process_vm_readv to test cross-memory attach
+  // We issue a membarrier between raising the waiting flags and the last look before a sleep
+  // (shm_fence.hpp; our segment's header says so to the peers).
+  bool waiter_membarrier_ = false;
 
   bool armed_ = false;
   unsigned polls_since_socket_check_ = 0;

@@ -16,7 +16,7 @@ namespace kolo::shm {
 
 constexpr size_t kLine = 64;
 constexpr uint32_t kSegmentMagic = 0x4d53484b;  // "KHSM"
-constexpr uint32_t kLayoutVersion = 2;  // 2: the ring's fields for helped remote reads
+constexpr uint32_t kLayoutVersion = 3;  // 2: the ring's fields for helped remote reads; 3: flags
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free to work across processes");
@@ -28,6 +28,13 @@ struct alignas(kLine) SegmentHeader {
   uint32_t nrings;
   uint64_t total_bytes;
   uint64_t ring_bytes;  // every ring (control block + slots) takes this many bytes
+  uint32_t flags;       // SegmentFlags, set before the segment is published
+};
+
+enum SegmentFlags : uint32_t {
+  // The owner issues a global membarrier after raising a waiting flag and before it looks at its
+  // rings again (shm_fence.hpp), and registered for it.
+  kWaiterUsesMembarrier = 1,
 };
 
 // One ring's control block. Each field that one side writes while the other polls it sits on a

@@ -53,7 +53,8 @@ ShmPair::ShmPair(ShmDevice* dev, transport::FailureSink* sink, PairSetup s)
       peer_pid_(s.peer_pid),
       peer_reads_us_(s.peer_reads_us),
       cma_min_(s.cma_min_bytes),
-      help_peer_(s.help_peer) {}
+      help_peer_(s.help_peer),
+      light_fence_(s.light_fence) {}
 
 ShmPair::~ShmPair() = default;
 
@@ -215,16 +216,24 @@ bool ShmPair::help_remote_read() {
   return true;
 }
 
+void ShmPair::fence_before_flag_check() const {
+  // Pairs with the sleeper's "store flag, then look at the ring": one of the two sees the other.
+  // With the light fence the sleeper's membarrier orders our store before our load for us.
+  if (light_fence_)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 void ShmPair::notify_receiver() {
-  // Pairs with the receiver's "store flag, then look at the ring": one of the two sees the other.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  fence_before_flag_check();
   auto& w = out_.ctl->receiver_waiting;
   if (w.load(std::memory_order_relaxed) != 0 && w.exchange(0) != 0) ring_doorbell();
 }
 
 void ShmPair::notify_sender() {
   freed_ = false;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  fence_before_flag_check();
   auto& w = in_.ctl->sender_waiting;
   if (w.load(std::memory_order_relaxed) != 0 && w.exchange(0) != 0) ring_doorbell();
 }

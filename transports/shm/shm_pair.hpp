@@ -32,6 +32,9 @@ struct PairSetup {
   // We may write the peer's memory (process_vm_writev; the same permission as reading it) and
   // KOLO_SHM_CMA_HELP is on: we copy pieces of our large messages while the peer reads them.
   bool help_peer = false;
+  // We and the peer both issue a membarrier before sleeping (shm_fence.hpp): publishing a slot
+  // or freeing one needs no store-load fence before looking at the peer's waiting flag.
+  bool light_fence = false;
 };
 
 class ShmPair final : public transport::PairBase {
@@ -61,6 +64,8 @@ class ShmPair final : public transport::PairBase {
   void shutdown_socket();
   // Bytes of our large messages that this side wrote into the peer's memory itself.
   uint64_t helped_bytes() const { return helped_bytes_; }
+  // Publishing and freeing skip the store-load fence (PairSetup::light_fence).
+  bool light_fence() const { return light_fence_; }
 
  private:
   // A send's `done` counts the bytes already in the ring.
@@ -98,6 +103,7 @@ class ShmPair final : public transport::PairBase {
   void consume_slot();
   void notify_receiver();
   void notify_sender();
+  void fence_before_flag_check() const;
   void ring_doorbell();
   bool start_message(SlotHeader* h);
   bool wants_inbound() const;
@@ -113,6 +119,7 @@ class ShmPair final : public transport::PairBase {
   bool peer_reads_us_;
   size_t cma_min_;
   bool help_peer_;
+  const bool light_fence_;
   uint64_t helped_bytes_ = 0;
 
   // Sender side.
