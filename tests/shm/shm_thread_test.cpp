@@ -17,6 +17,8 @@
 #include "kolo/error.hpp"
 #include "shm_test_support.hpp"
 #include "transports/shm/shm_device.hpp"
+#include "transports/shm/shm_fence.hpp"
+#include "transports/shm/shm_pair.hpp"
 #include "transports/shm/shm_layout.hpp"
 
 using namespace kolo;
@@ -321,6 +323,32 @@ TEST_F(ShmThreads, IdleDeviceSleepsInsteadOfSpinning) {
   }
   EXPECT_LT(loops, 200) << "wait_fd() stays readable: an idle rank would spin";
   EXPECT_EQ(r.state, Request::State::pending);
+}
+
+TEST_F(ShmThreads, ArmingForSleepIssuesAMembarrierOnlyWhenWaitingForSomething) {
+  ScopedEnv mode("KOLO_SHM_ASYMMETRIC_FENCE", "1");
+  auto ranks = connect_all(2);
+  auto* pair = static_cast<shm::ShmPair*>(ranks[1]->dev->pair(0));
+  if (!pair->light_fence()) GTEST_SKIP() << "membarrier's global expedited command is not available here";
+  auto& dev = *ranks[1]->dev;
+  // Nothing posted: no flag to raise, so no peer could skip a fence for us.
+  (void)dev.poll();
+  const unsigned long before = shm::heavy_fences_issued();
+  EXPECT_FALSE(dev.prepare_sleep());
+  EXPECT_EQ(shm::heavy_fences_issued(), before) << "an idle rank paid a membarrier to sleep";
+  // Waiting for a message: the flag goes up, and the membarrier orders it before the last look.
+  int y = 0;
+  Request r;
+  dev.pair(0)->post_recv(&y, sizeof y, tag(6), &r);
+  (void)dev.poll();
+  EXPECT_FALSE(dev.prepare_sleep());
+  EXPECT_EQ(shm::heavy_fences_issued(), before + 1);
+  int x = 7;
+  Request s;
+  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(6), &s);
+  EXPECT_TRUE(drive(*ranks[0]->dev, {&s}).finished);
+  EXPECT_TRUE(drive(dev, {&r}).finished);
+  EXPECT_EQ(y, 7);
 }
 
 TEST_F(ShmThreads, SegmentsAreUnlinkedOnceConnected) {

@@ -222,7 +222,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     hdr->total_bytes = total;
     hdr->ring_bytes = ring_size;
     dev->waiter_membarrier_ = asymmetric_fences();
-    hdr->flags = dev->waiter_membarrier_ ? kWaiterUsesMembarrier : 0;
+    hdr->flags = dev->waiter_membarrier_ ? uint32_t{kWaiterUsesMembarrier} : uint32_t{0};
   }
   std::vector<RingView> inbound(static_cast<size_t>(b.size));
   for (size_t i = 0; i < nrings; ++i) {

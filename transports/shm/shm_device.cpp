@@ -103,9 +103,11 @@ bool ShmDevice::poll() {
 bool ShmDevice::prepare_sleep() { return armed_ ? false : arm(); }
 
 bool ShmDevice::arm() {
-  for (ShmPair* p : list_) p->set_waiting(true);
-  // The flags before the last look, on our side and on every peer's that skipped its fence.
-  if (waiter_membarrier_) heavy_fence();
+  bool raised = false;
+  for (ShmPair* p : list_) raised |= p->set_waiting(true);
+  // The flags before the last look, on our side and on every peer's that skipped its fence
+  // (with no flag raised no peer has anything to ring for: an idle rank sleeps without it).
+  if (raised && waiter_membarrier_) heavy_fence();
   // Drain the sockets first, then look at the rings once more. A peer that published before it
   // could see our flag did not ring, so what it published must be found by this last look; one
   // that saw the flag rang, and its doorbell must either still be unread when we sleep (it wakes

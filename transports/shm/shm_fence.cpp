@@ -48,7 +48,14 @@ bool asymmetric_fences() {
   return registered;
 }
 
+namespace {
+std::atomic<unsigned long> issued{0};
+}  // namespace
+
+unsigned long heavy_fences_issued() { return issued.load(std::memory_order_relaxed); }
+
 void heavy_fence() {
+  issued.fetch_add(1, std::memory_order_relaxed);
   if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return;
   // Cannot happen once registered (the command exists, and its only other error is for an
   // unregistered caller); were it to, the peer's store might stay unseen and this rank sleep

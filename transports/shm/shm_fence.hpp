@@ -25,5 +25,8 @@ bool asymmetric_fences();
 // The sleeper's half: a full memory barrier on every CPU now running a registered process.
 // Only when asymmetric_fences() is true.
 void heavy_fence();
+// How many heavy_fence() calls this process made (for tests: a rank that arms for sleep with
+// nothing to wait for makes none).
+unsigned long heavy_fences_issued();
 
 }  // namespace kolo::shm

@@ -526,7 +526,7 @@ void ShmPair::handle_hangup() {
   gone_ = true;  // an orderly goodbye: nothing more will come, and nothing is missing
 }
 
-void ShmPair::set_waiting(bool on) {
+bool ShmPair::set_waiting(bool on) {
   if (failed_ || gone_) on = false;
   // Awake again: a waiting any-source receive peeks anew (and so asks again) before it sleeps.
   if (!on) peek_wanted_ = false;
@@ -543,6 +543,7 @@ void ShmPair::set_waiting(bool on) {
     out_.ctl->sender_waiting.store(want_out ? 1 : 0, std::memory_order_seq_cst);
     waiting_out_ = want_out;
   }
+  return want_in || want_out;
 }
 
 void ShmPair::try_send_bye() {

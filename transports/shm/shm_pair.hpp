@@ -49,8 +49,9 @@ class ShmPair final : public transport::PairBase {
   // Reads the control socket (doorbells, goodbye, abort notice, hang-up); true if state changed.
   bool read_socket();
   // Before the engine sleeps: announce in shared memory what this pair waits for, so that the
-  // peer rings the doorbell when it provides it. Off again when the process is awake.
-  void set_waiting(bool on);
+  // peer rings the doorbell when it provides it. Off again when the process is awake. True if
+  // a flag is now raised (the pair waits for something).
+  bool set_waiting(bool on);
 
   // The direct path (transport.hpp): one slot each way, while nothing is posted that way.
   Now send_now(const void* buf, size_t bytes, const transport::Tag& tag) override;
