@@ -157,15 +157,17 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
     return direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_;
   }
   // run_direct for two_rank_exchange(t): true when it completed `work`, false (t.skip_sends
-  // set) when it must be handed over.
-  bool run_two_rank_direct(Task& t, Work& work);
+  // set) when it must be handed over. `unshared`: `work` has not left its issuing call (no
+  // other thread can wait on it or have asked for a callback), so it is finished by a plain
+  // store (WorkAccess::finish_unshared); a handed-over one was returned to its caller.
+  bool run_two_rank_direct(Task& t, Work& work, bool unshared);
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
   // with the right number and size, at once; false (nothing done) otherwise.
   bool run_point_to_point_direct(Task& t, Work& work);
   // The direct run of a numbered, recorded collective `t` (run lock held, group idle): true
   // when it completed `work`; false when it must be handed over (t.skip_sends: what went out,
-  // an earlier attempt's included).
-  bool attempt_direct(Task& t, Work& work);
+  // an earlier attempt's included). `unshared` as for run_two_rank_direct.
+  bool attempt_direct(Task& t, Work& work, bool unshared);
   // run_inline for a lone queued operation that its caller now waits for, while nothing else is
   // in flight: the direct path once more (a collective handed over by its issuing call, whose
   // late message is usually there by now; a send or receive retried for up to

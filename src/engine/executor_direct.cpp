@@ -38,7 +38,7 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   bool ran;
   {
     RunningOperations mark;
-    ran = attempt_direct(t, *work);
+    ran = attempt_direct(t, *work, /*unshared=*/true);  // not returned to its caller yet
   }
   if (ran) {
     collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -88,8 +88,8 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
   return true;
 }
 
-bool Executor::attempt_direct(Task& t, Work& work) {
-  if (two_rank_exchange(t)) return run_two_rank_direct(t, work);
+bool Executor::attempt_direct(Task& t, Work& work, bool unshared) {
+  if (two_rank_exchange(t)) return run_two_rank_direct(t, work, unshared);
   EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
   comm.skip_sends(t.skip_sends);
   comm.go_direct(direct_spin_);
@@ -127,14 +127,14 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
   // usually still late, the failed attempt costs the window again, and an algorithm of several
   // rounds lost 2-5x (4 ranks here, gather and scatter of 8 KiB per rank: docs/PERFORMANCE.md).
   if (t.type != Task::Type::collective || t.algorithm == nullptr || t.algorithm->direct_max_ranks < group_.size ||
-      wait_.pure_spin_polls == 0 || !attempt_direct(t, *t.work))
+      wait_.pure_spin_polls == 0 || !attempt_direct(t, *t.work, /*unshared=*/false))
     return false;
   release(t);
   collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   return true;
 }
 
-bool Executor::run_two_rank_direct(Task& t, Work& work) {
+bool Executor::run_two_rank_direct(Task& t, Work& work, bool unshared) {
   DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
   const TwoRankOutcome o =
       run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin, t.skip_sends);
@@ -143,7 +143,11 @@ bool Executor::run_two_rank_direct(Task& t, Work& work) {
     return false;
   }
   fr_->ran(t.fr, direct_peer_transport_);
-  WorkAccess::finish_unshared(work);
+  // A handed-over Work is its caller's: a callback may be registered and a waiter asleep on it.
+  if (unshared)
+    WorkAccess::finish_unshared(work);
+  else
+    WorkAccess::finish(work, nullptr);
   return true;
 }
 

@@ -9,7 +9,8 @@
 //  - the same cases with one rank (a different one each case) issuing 3 ms late, longer than
 //    KOLO_DIRECT_SPIN_US: the others hand their collective over to the engine;
 //  - collectives handed over (one rank 1 ms late) whose callers wait only once the message is
-//    there: the waiting caller runs them directly after all, skipping what the first attempt sent;
+//    there: the waiting caller runs them directly after all, skipping what the first attempt sent,
+//    and runs the completion callback registered meanwhile;
 //  - 300 back-to-back broadcasts from rank 0 without waiting, then all waited and checked: the
 //    root fills its rings (direct sends meet full rings) while the others fall behind;
 //  - two threads per rank issue all-reduces and broadcasts by turns (a turnstile fixes the order,
@@ -27,6 +28,7 @@
 //  - a root's 8-byte broadcast, after a barrier, has completed when broadcast() returns
 //    (printed, for the driver to check where the direct path is on).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -150,9 +152,16 @@ void scenario_direct(WorkerContext& ctx) {
           case Coll::alltoall: wk = g.alltoall(Buffer(in.data(), n * w), Buffer(out.data(), n * w)); break;
           default: wk = g.reduce_scatter(Buffer(in.data(), n * w), Buffer(out.data(), n)); break;
         }
+        // A callback registered while the collective is handed over (the caller has its Work):
+        // whoever completes it, the waiting caller's direct run included, must run it before
+        // wait() returns.
+        std::atomic<int> callbacks{0};
+        wk->on_complete([&callbacks](Work&) { callbacks.fetch_add(1); });
         if (rank != late) std::this_thread::sleep_for(std::chrono::milliseconds(4));
         wk->wait();
         const std::string what = std::string(coll_name(kind)) + ", rank " + std::to_string(late) + " late";
+        ctx.log.expect(callbacks.load() == 1, what + ": the completion callback ran " + std::to_string(callbacks.load()) +
+                                                  " times before wait() returned, not once");
         const long double sum_ranks = static_cast<long double>(world) * (world - 1) / 2;
         switch (kind) {
           case Coll::allreduce:
