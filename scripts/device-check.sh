@@ -148,10 +148,11 @@ run_ab() {
   # Each side's kolo-perf must load its own libkolo: LD_LIBRARY_PATH (which names this build's
   # folder) goes before RUNPATH, so each configuration passes its own to the ranks.
   local libs=$D/lib:/usr/local/cuda/lib64
-  for n in 2 4; do
-    for c in broadcast allreduce; do
+  # AB_RANKS, AB_COLLS, AB_ARGS (sizes and iterations), AB_REPS and AB_WARM narrow or widen it.
+  for n in ${AB_RANKS:-2 4}; do
+    for c in ${AB_COLLS:-broadcast allreduce}; do
       echo "-- $c, $n ranks"
-      WARM=20 timeout 120 scripts/ab-perf.sh "$n" 7 "$c -b 8 -e 64K -f 8 -n 20" \
+      WARM=${AB_WARM:-20} timeout 120 scripts/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" \
         "base|$D/base|LD_LIBRARY_PATH=$D/base:$libs" "new|$B|LD_LIBRARY_PATH=$B:$libs"
     done
   done > "$OUT/ab.log" 2>&1

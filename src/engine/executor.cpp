@@ -143,7 +143,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   // before its caller arrives, and the caller then finds nothing to run inline.)
   predict_inline_.store(true, std::memory_order_relaxed);
   bool only_receives_behind = false;  // w is a lone send/receive with only receives queued after it
-  std::unique_lock<FutexLock> run(run_mu_, std::defer_lock);
+  std::unique_lock<AsymmetricLock> run(run_mu_, std::defer_lock);
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
     std::unique_lock<FutexLock> lk(mu_);
@@ -345,7 +345,7 @@ void Executor::wait_for_work() {
 // With run_mu_ held (through `run`): the next operation to run, or false when there is none
 // but in-flight point-to-point operations or a failure need attention. Waits without run_mu_, so
 // that a waiting caller can run a deferred operation itself meanwhile.
-bool Executor::take_next(std::unique_lock<FutexLock>& run, Task** out) {
+bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
   // Even with nothing to do, look at the transports now and then: a peer may fail while idle.
   constexpr auto kIdleCheck = std::chrono::milliseconds(10);
   // While callers are expected to run their operations (deferral on), an idle sleep lasts at
@@ -450,7 +450,7 @@ void Executor::run_task(Task& t) {
 
 void Executor::loop() {
   RunningOperations mark;
-  std::unique_lock<FutexLock> run(run_mu_);
+  std::unique_lock<AsymmetricLock> run(run_mu_);
   for (;;) {
     Task* next = nullptr;
     run.unlock();

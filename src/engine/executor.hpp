@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "algorithms/algorithm.hpp"
+#include "common/asymmetric_lock.hpp"
 #include "common/futex_lock.hpp"
 #include "common/ring_queue.hpp"
 #include "engine/context.hpp"
@@ -91,8 +92,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // KOLO_DIRECT_SPIN_US it goes to the queue's front for the engine, which skips the sends
   // already made (t.skip_sends). True when it ran or was queued that way (`lk` unlocked);
   // false, with nothing done, when the caller must submit() it. A send or receive is tried once,
-  // with both locks held: done at once, or submitted as usual.
-  bool run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk);
+  // with both locks held: done at once, or submitted as usual. `work` is taken as the
+  // Operation's own pointer: a WorkPtr parameter made the caller build a temporary (an atomic
+  // increment) and drop it after the run (an atomic decrement, which waited for the message
+  // just published to leave this core: docs/PERFORMANCE.md).
+  bool run_direct(Task& t, const std::shared_ptr<Operation>& work, std::unique_lock<FutexLock>& lk);
   // Requests an abort from any thread: the running operation fails with `reason`.
   void request_abort(const std::string& reason);
   // Queues an orderly close after everything already queued and waits for the thread to end.
@@ -143,7 +147,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
 
   void loop();
   void wait_for_work();
-  bool take_next(std::unique_lock<FutexLock>& run, Task** out);
+  bool take_next(std::unique_lock<AsymmetricLock>& run, Task** out);
   void run_task(Task& t);  // and release(t), unless it became a pending send or receive
   size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
   void undefer_through(size_t k);           // mu_ held
@@ -163,7 +167,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool run_two_rank_direct(Task& t, Work& work, bool unshared);
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
   // with the right number and size, at once; false (nothing done) otherwise.
-  bool run_point_to_point_direct(Task& t, Work& work);
+  bool run_point_to_point_direct(Task& t, Work& work, bool unshared);
   // The direct run of a numbered, recorded collective `t` (run lock held, group idle): true
   // when it completed `work`; false when it must be handed over (t.skip_sends: what went out,
   // an earlier attempt's included). `unshared` as for run_two_rank_direct.
@@ -229,7 +233,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::chrono::steady_clock::time_point front_seen_at_;
   std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
 
-  FutexLock run_mu_;  // held by whichever thread runs operations or polls the transports
+  // Held by whichever thread runs operations or polls the transports. Given back by a plain store
+  // (asymmetric_lock.hpp): the direct path gives it back right after its last send.
+  AsymmetricLock run_mu_;
   FutexLock mu_;      // the queue; taken after run_mu_ when both are needed
   // Bumped (after a change under mu_) whenever the engine thread must look again; it sleeps on it.
   WakeWord wake_;

@@ -8,7 +8,7 @@
 
 namespace kolo::engine {
 
-bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLock>& lk) {
+bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::unique_lock<FutexLock>& lk) {
   // Issue order holds only if everything issued before has completed and nothing is queued (a
   // send or receive posted earlier is fine: the pairs keep each direction's order). Not from a
   // completion callback of an operation this thread runs, not for a sharing subgroup (its
@@ -24,9 +24,9 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   if (!p2p && (t.type != Task::Type::collective || t.algorithm == nullptr ||
                t.algorithm->direct_max_ranks < group_.size))
     return false;
-  std::unique_lock<FutexLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
+  std::unique_lock<AsymmetricLock> run(run_mu_, std::try_to_lock);  // try: mu_ is held (lock order)
   if (!run.owns_lock() || ctx_->has_failure()) return false;
-  if (p2p) return run_point_to_point_direct(t, *work);
+  if (p2p) return run_point_to_point_direct(t, *work, /*unshared=*/true);  // not returned yet
   // Ours from here: numbered and counted like a queued collective, so that whoever issues
   // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
   // this thread runs may issue).
@@ -63,7 +63,7 @@ bool Executor::run_direct(Task& t, const WorkPtr& work, std::unique_lock<FutexLo
   return true;
 }
 
-bool Executor::run_point_to_point_direct(Task& t, Work& work) {
+bool Executor::run_point_to_point_direct(Task& t, Work& work, bool unshared) {
   // Once, without waiting: a receive issued before its message was sent (pre-posted, as a
   // pipeline does) must not hold its caller, nor a send meet a full ring.
   const GroupInfo& g = group_;
@@ -84,7 +84,10 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work) {
     fr_->record_ran(t.stamp.seq, algo::coll_name(t.args.kind), "", bytes, t.args.root, ctx_->transport_name(peer));
   else  // a queued one (run_waited_direct) has its record already
     fr_->ran(t.fr, ctx_->transport_name(peer));
-  WorkAccess::finish(work, nullptr);
+  if (unshared)
+    WorkAccess::finish_unshared(work);
+  else
+    WorkAccess::finish(work, nullptr);
   return true;
 }
 
@@ -116,7 +119,7 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
     if (!only_receives_behind) return false;
     DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
     do {
-      if (run_point_to_point_direct(t, *t.work)) {
+      if (run_point_to_point_direct(t, *t.work, /*unshared=*/false)) {
         release(t);  // `t` may be gone from here on
         return true;
       }

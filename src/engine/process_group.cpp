@@ -14,6 +14,7 @@
 #include "common/config.hpp"
 #include "engine/executor.hpp"
 #include "engine/shared_group.hpp"
+#include "engine/spare_works.hpp"
 #include "engine/validate.hpp"
 
 namespace kolo {
@@ -71,16 +72,9 @@ struct ProcessGroup::Impl {
   std::mutex mu;
   // Works' memory, recycled: taken under the queue lock only (the pool's one consumer).
   std::shared_ptr<engine::WorkPool> works = std::make_shared<engine::WorkPool>();
-  // The last Work made, kept to be renewed for a later operation once nobody else holds it (queue
-  // lock): a synchronous caller's next issue then neither takes a block from the pool nor builds
-  // a Work and a task, and its drop of the Work destroys nothing and gives nothing back (a
-  // compare-and-swap).
-  // Two of them: a caller that keeps two operations in flight per step (a send and a receive,
-  // kolo-perf's sendrecv, a halo exchange) drops both before its next step, and renews both.
-  std::array<std::shared_ptr<engine::Operation>, 2> spares;
-  unsigned next_spare = 0;    // the slot the next kept Work takes
-  unsigned spare_misses = 0;  // renewals in a row that found every spare still held (from 4 on: counts issues)
-  std::shared_ptr<engine::Operation> renew_spare(const char* op_name, uint64_t seq);
+  // Works handed out again to a synchronous caller, who holds the only reference (queue lock;
+  // spare_works.hpp). A sharing subgroup takes none: its `last` keeps each Work.
+  engine::SpareWorks spares;
   uint64_t coll_seq = 0;  // queue lock, and so are the counters below and shut_down
   // Point-to-point: per peer, the sends and the receives issued (a receive's Work::seq; the
   // executor numbers receives again when it posts them: executor.hpp); and the receives from
@@ -260,18 +254,8 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   // The Work and its task, in one block: the last operation's again when its caller is done with
   // it, or a new one from the pool; the task is filled in place.
   const char* op_name = algo::coll_name(args.kind);
-  std::shared_ptr<engine::Operation> op = renew_spare(op_name, s.seq);
-  if (!op) {
-    op = engine::WorkAccess::make_in_pool<engine::Operation>(works, op_name, s.seq);
-    // Keeping it costs two atomic operations (this reference, and dropping the last spare's): a
-    // caller that keeps its Works (issues many, waits later) would pay them on every issue for
-    // nothing, so after a few misses only every 64th new Work is kept, to notice when the
-    // caller waits call by call again.
-    if (spare_misses < 4 || (spare_misses++ & 63) == 0) {
-      spares[next_spare] = op;
-      next_spare ^= 1;
-    }
-  }
+  std::shared_ptr<engine::Operation> op = shared ? nullptr : spares.take(op_name, s.seq);
+  if (!op) op = engine::WorkAccess::make_in_pool<engine::Operation>(works, op_name, s.seq);
   engine::Task& t = op->task;
   t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
   t.algorithm = algorithm;
@@ -291,32 +275,6 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   }
   if (!executor->run_direct(t, op, lk)) executor->submit(t, op, lk);  // the engine's reference; unlocks
   return op;
-}
-
-std::shared_ptr<engine::Operation> ProcessGroup::Impl::renew_spare(const char* op_name, uint64_t seq) {
-  // Only our reference left: the caller and the engine have dropped theirs (their decrements
-  // release; the fence makes what they did to the Work happen before we rewrite it). A Work that
-  // went through the queue keeps its runner and is not renewed: only those that completed in
-  // their issuing call are. (Renewing queued ones too drew a ThreadSanitizer race report against
-  // the engine thread's last touch of the task, under two issuing threads: not kept.)
-  for (std::shared_ptr<engine::Operation>& spare : spares) {
-    if (!spare || spare.use_count() != 1) continue;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (!engine::WorkAccess::renewable(*spare)) continue;
-    spare_misses = 0;
-    // What issue() does not assign afresh, back to a new task's values (the engine's reference
-    // and the subgroup are null already: the first was dropped, the second is never set on a
-    // group that renews, whose `last` would hold the Work).
-    engine::Task& t = spare->task;
-    t.skip_sends = 0;
-    t.deferred = false;
-    t.ticket = 0;
-    t.fr = nullptr;
-    engine::WorkAccess::renew(*spare, op_name, seq);
-    return spare;
-  }
-  if (spare_misses < 4) ++spare_misses;
-  return nullptr;
 }
 
 static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv, size_t count) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <new>
 
 #include "engine/work_pool.hpp"
 #include "kolo/work.hpp"
@@ -31,6 +32,11 @@ struct WorkAccess {
   template <class Op>
   static std::shared_ptr<Op> make_in_pool(const std::shared_ptr<WorkPool>& pool, const char* op_name, uint64_t seq) {
     return std::allocate_shared<Op>(WorkPoolAllocator<Op>(pool), Work::Token{}, op_name, seq);
+  }
+  // A Work (or a type derived from it) built in `where`, which the caller owns (spare_works.hpp).
+  template <class Op>
+  static Op* construct(void* where, const char* op_name, uint64_t seq) {
+    return ::new (where) Op(Work::Token{}, op_name, seq);
   }
   static void finish(Work& w, std::exception_ptr error) { w.finish(std::move(error)); }
   // finish(nullptr) for a Work that no other thread can reach yet: its issuing call has not

@@ -1,0 +1,53 @@
+// The Works a group hands out again and again to a synchronous caller, each held by that caller
+// alone (docs/ARCHITECTURE.md, "The hot path").
+//
+// A caller that issues, waits and drops its Work before the next issue can get the same Work
+// back, renewed in place: no allocation, no construction. The group used to keep a shared_ptr
+// to it for that, so the caller's copy was a second reference: handing it out was an atomic
+// increment, and the caller's drop an atomic decrement. Both are locked instructions, and the
+// drop comes right after the collective's last message was published, where a locked
+// instruction waits for the message's cache lines to leave this core (~100 ns, half a small
+// collective here). A spare slot instead holds the Work and the memory of its shared_ptr control
+// block; the group keeps no reference. The caller's shared_ptr is the only one (use count 1, weak
+// count 1), and libstdc++ drops such a pointer with a load and plain stores; the control block's
+// deleter leaves the Work alive and its deallocation marks the slot free with one store. The
+// issuing thread (under the queue lock) sees that store, renews the Work and builds a new
+// control block in the slot.
+//
+// A slot still held when its group goes away moves to a process-wide list and is freed once its
+// holder drops it (looked at whenever a group is made or destroyed): the holder's drop never has
+// to learn that the group is gone, so it stays a single store.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "engine/executor.hpp"
+
+namespace kolo::engine {
+
+class SpareWorks {
+ public:
+  SpareWorks();
+  ~SpareWorks();
+  SpareWorks(const SpareWorks&) = delete;
+  SpareWorks& operator=(const SpareWorks&) = delete;
+
+  // Under the group's queue lock: a Work for operation `seq` named `op_name` from a slot that
+  // nobody holds (its old Work renewed, or a new one built in its place), or null when every
+  // slot is held.
+  std::shared_ptr<Operation> take(const char* op_name, uint64_t seq);
+
+  // Slots of destroyed groups not yet freed: their Works are still held (for tests).
+  static size_t orphans();
+
+  struct Slot;
+
+ private:
+  // Two: a caller that keeps a send and a receive in flight per step drops both before its next
+  // step, and gets both back.
+  std::array<Slot*, 2> slots_{};
+};
+
+}  // namespace kolo::engine
