@@ -48,12 +48,14 @@ std::vector<Expect> expected(const std::vector<Slot>& slots, size_t published, c
   size_t i = 0;
   for (size_t next = 0; next < recvs.size() && i < published;) {
     const Slot& first = slots[i++];
-    if ((first.kind != shm::SlotKind::data && first.kind != shm::SlotKind::cma) || first.len > first.total ||
-        first.len > room)
+    const bool small = first.kind == shm::SlotKind::small;
+    const uint64_t total = small ? first.len : first.total;  // a small slot's message is all there
+    if ((first.kind != shm::SlotKind::data && first.kind != shm::SlotKind::cma && !small) || first.len > total ||
+        first.len > (small ? shm::kSmallBytes : room))
       break;  // corrupt: the pair fails
     transport::Tag t;
     t.w[0] = first.tag;
-    if (!(t == recvs[next].tag) || first.total != recvs[next].buf.size()) {
+    if (!(t == recvs[next].tag) || total != recvs[next].buf.size()) {
       out[next] = Expect::mismatch;
       break;
     }
@@ -63,7 +65,7 @@ std::vector<Expect> expected(const std::vector<Slot>& slots, size_t published, c
       continue;
     }
     std::vector<uint8_t> got(first.payload.begin(), first.payload.begin() + first.len);
-    uint64_t left = first.total - first.len;
+    uint64_t left = total - first.len;
     bool broken = false;
     while (left > 0 && i < published) {
       const Slot& more = slots[i++];

@@ -75,12 +75,17 @@ class RingPeer {
     shm::SlotHeader* h = in_.view.slot(next_);
     h->kind = s.kind;
     h->len = s.len;
-    h->total = s.total;
     h->tag[0] = s.tag0;
     h->tag[1] = h->tag[2] = 0;
-    h->addr = 0;
-    if (s.payload_bytes > 0)
-      std::memcpy(shm::RingView::payload(h), s.payload, std::min<size_t>(s.payload_bytes, in_.view.payload_bytes()));
+    if (s.kind == shm::SlotKind::small) {  // its bytes overlay total and addr
+      if (s.payload_bytes > 0)
+        std::memcpy(shm::RingView::small_payload(h), s.payload, std::min<size_t>(s.payload_bytes, shm::kSmallBytes));
+    } else {
+      h->total = s.total;
+      h->addr = 0;
+      if (s.payload_bytes > 0)
+        std::memcpy(shm::RingView::payload(h), s.payload, std::min<size_t>(s.payload_bytes, in_.view.payload_bytes()));
+    }
     h->seq.store(next_ + 1, std::memory_order_release);
     ++next_;
   }

@@ -53,6 +53,51 @@ TEST(ShmRingInput, WellFormedMessageOverTwoSlotsArrivesIntact) {
   EXPECT_EQ(got, msg);
 }
 
+TEST(ShmRingInput, SmallMessageInTheHeaderLineArrivesIntact) {
+  // A message of up to kSmallBytes travels in the slot header's own cache line.
+  Sink sink;
+  shmfake::RingPeer peer(&sink);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{8}, shm::kSmallBytes}) {
+    const auto msg = bytes(n, static_cast<uint8_t>(n + 5));
+    std::vector<uint8_t> got(n, 0xee);
+    Request r;
+    peer.pair().post_recv(got.data(), got.size(), tag(9), &r);
+    peer.publish({shm::SlotKind::small, static_cast<uint32_t>(n), 0, 9, msg.data(), n});
+    drive(peer.device(), r);
+    ASSERT_EQ(r.state, Request::State::done) << n << " bytes: " << r.detail;
+    EXPECT_EQ(got, msg) << n << " bytes";
+  }
+}
+
+TEST(ShmRingInput, SmallSlotClaimingMoreThanItsLineFails) {
+  // kSmallBytes + 1 would copy past the header's line into the payload area the sender did not
+  // write (and, for a slot at the ring's end, toward the next slot).
+  Sink sink;
+  shmfake::RingPeer peer(&sink);
+  std::vector<uint8_t> got(shm::kSmallBytes + 1);
+  const auto fill = bytes(got.size(), 1);
+  Request r;
+  peer.pair().post_recv(got.data(), got.size(), tag(7), &r);
+  peer.publish({shm::SlotKind::small, static_cast<uint32_t>(got.size()), 0, 7, fill.data(), fill.size()});
+  drive(peer.device(), r);
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_NE(r.detail.find("corrupt shared-memory ring from rank 0"), std::string::npos) << r.detail;
+}
+
+TEST(ShmRingInput, SmallMessageOfAnotherSizeIsAMismatch) {
+  Sink sink;
+  shmfake::RingPeer peer(&sink);
+  std::vector<uint8_t> got(16);
+  const auto msg = bytes(8, 1);
+  Request r;
+  peer.pair().post_recv(got.data(), got.size(), tag(7), &r);
+  peer.publish({shm::SlotKind::small, 8, 0, 7, msg.data(), msg.size()});
+  drive(peer.device(), r);
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, transport::Failure::size_mismatch);
+  EXPECT_EQ(r.got_bytes, 8u);
+}
+
 TEST(ShmRingInput, ContinuationLongerThanASlotFailsNamingThePeer) {
   Sink sink;
   shmfake::RingPeer peer(&sink);

@@ -9,14 +9,15 @@
 // it sleeps (the *_waiting flags).
 #pragma once
 #include <atomic>
-#include <cstddef>
+#include <cstddef>  // offsetof
 #include <cstdint>
 
 namespace kolo::shm {
 
 constexpr size_t kLine = 64;
 constexpr uint32_t kSegmentMagic = 0x4d53484b;  // "KHSM"
-constexpr uint32_t kLayoutVersion = 3;  // 2: the ring's fields for helped remote reads; 3: flags
+// 2: the ring's fields for helped remote reads; 3: flags; 4: small messages in the header's line
+constexpr uint32_t kLayoutVersion = 4;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared-memory atomics must be lock-free to work across processes");
@@ -77,9 +78,10 @@ constexpr size_t kRemotePieceBytes = size_t(1) << 20;
 constexpr uint64_t help_claim_of(uint64_t message, uint64_t piece) { return (message << 32) | piece; }
 
 enum class SlotKind : uint32_t {
-  data = 1,  // the first (or only) piece of a message: carries the tag and the total size
-  more = 2,  // a later piece of the message that the previous slots began
-  cma = 3,   // a large message's descriptor: the receiver reads it from the sender's memory
+  data = 1,   // the first (or only) piece of a message: carries the tag and the total size
+  more = 2,   // a later piece of the message that the previous slots began
+  cma = 3,    // a large message's descriptor: the receiver reads it from the sender's memory
+  small = 4,  // a whole message of at most kSmallBytes, in the header's own cache line
 };
 
 // The first cache line of every slot; the payload follows at kSlotHeaderBytes.
@@ -87,12 +89,22 @@ struct SlotHeader {
   std::atomic<uint64_t> seq;  // k + 1 once slot use k is published
   SlotKind kind;
   uint32_t len;    // payload bytes in this slot
-  uint64_t total;  // data, cma: the message's size
   uint64_t tag[3];
+  // From here to the end of the line a small slot holds its message instead (kSmallOffset).
+  uint64_t total;  // data, cma: the message's size
   uint64_t addr;   // cma: the message's address in the sender
 };
 constexpr size_t kSlotHeaderBytes = kLine;
 static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
+
+// A small slot's message starts where `total` would be and fills the header's line: the
+// receiver, which polls `seq`, gets the message with the same cache-line transfer that shows it
+// the slot is published. A message in the payload area took a second transfer (the two went one
+// after the other: the payload is read only once `seq` says it is there), and on a machine whose
+// cores are far apart that doubled a small collective's time (docs/PERFORMANCE.md).
+constexpr size_t kSmallOffset = 40;
+constexpr size_t kSmallBytes = kLine - kSmallOffset;
+static_assert(offsetof(SlotHeader, total) == kSmallOffset, "a small message overlays total and addr");
 
 constexpr size_t round_up_line(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 constexpr size_t kSegmentHeaderBytes = round_up_line(sizeof(SegmentHeader));
@@ -118,6 +130,7 @@ struct RingView {
     return reinterpret_cast<SlotHeader*>(slots + static_cast<size_t>(i) * slot_bytes);
   }
   static char* payload(SlotHeader* h) { return reinterpret_cast<char*>(h) + kSlotHeaderBytes; }
+  static char* small_payload(SlotHeader* h) { return reinterpret_cast<char*>(h) + kSmallOffset; }
   size_t payload_bytes() const { return slot_bytes - kSlotHeaderBytes; }
 };
 

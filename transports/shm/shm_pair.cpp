@@ -108,6 +108,15 @@ bool ShmPair::pump_sends() {
       sends_.pop_front();
       continue;
     }
+    if (op.bytes <= kSmallBytes) {
+      write_small(h, op.buf, op.bytes, op.tag);
+      publish(h);
+      published = moved = true;
+      op.done = op.bytes;
+      op.req->transferred = op.done;
+      complete_first_send();
+      continue;
+    }
     // The first slot of a message carries its size and tag; a message with bytes in it has
     // done > 0 after its first slot (slots hold at least one payload byte).
     const bool first = op.done == 0;
@@ -141,6 +150,13 @@ bool ShmPair::pump_sends() {
   return moved;
 }
 
+void ShmPair::write_small(SlotHeader* h, const char* buf, size_t bytes, const Tag& tag) {
+  h->kind = SlotKind::small;
+  h->len = static_cast<uint32_t>(bytes);
+  std::memcpy(h->tag, tag.w, sizeof h->tag);
+  if (bytes > 0) std::memcpy(RingView::small_payload(h), buf, bytes);
+}
+
 transport::Pair::Now ShmPair::send_now(const void* buf, size_t bytes, const Tag& tag) {
   // Behind posted sends (or described ones the peer still reads) it would overtake them; a
   // message that needs more than one slot, or would be described, goes the ordinary way.
@@ -150,11 +166,15 @@ transport::Pair::Now ShmPair::send_now(const void* buf, size_t bytes, const Tag&
   if (!slot_free()) return Now::full;
   dev_->note_post();
   SlotHeader* h = out_.slot(next_out_);
-  h->kind = SlotKind::data;
-  h->len = static_cast<uint32_t>(bytes);
-  h->total = bytes;
-  std::memcpy(h->tag, tag.w, sizeof h->tag);
-  if (bytes > 0) std::memcpy(RingView::payload(h), buf, bytes);
+  if (bytes <= kSmallBytes) {
+    write_small(h, static_cast<const char*>(buf), bytes, tag);
+  } else {
+    h->kind = SlotKind::data;
+    h->len = static_cast<uint32_t>(bytes);
+    h->total = bytes;
+    std::memcpy(h->tag, tag.w, sizeof h->tag);
+    std::memcpy(RingView::payload(h), buf, bytes);
+  }
   publish(h);
   notify_receiver();
   return Now::sent;
@@ -167,13 +187,16 @@ bool ShmPair::recv_now(void* buf, size_t bytes, const Tag& tag) {
   if (h->seq.load(std::memory_order_acquire) != next_in_ + 1) return false;
   // Whole in this slot, and the very message expected; anything else (a described or longer
   // message, another tag or size, a corrupt slot) is left to a posted receive, which reports it.
-  if (h->kind != SlotKind::data || h->total != bytes || h->len != bytes || bytes > in_.payload_bytes()) return false;
+  const SlotKind kind = h->kind;
+  const bool small = kind == SlotKind::small;
+  if (h->len != bytes || !(small ? bytes <= kSmallBytes : kind == SlotKind::data && h->total == bytes && bytes <= in_.payload_bytes()))
+    return false;
   Tag got;
   std::memcpy(got.w, h->tag, sizeof got.w);
   if (!(got == tag)) return false;
   if (buf == nullptr) return true;
   dev_->note_post();
-  if (bytes > 0) std::memcpy(buf, RingView::payload(h), bytes);
+  if (bytes > 0) std::memcpy(buf, small ? RingView::small_payload(h) : RingView::payload(h), bytes);
   consume_slot();
   notify_sender();
   return true;
@@ -252,9 +275,10 @@ bool ShmPair::peek_header(Tag* tag, uint64_t* bytes) const {
   if (h->seq.load(std::memory_order_acquire) != next_in_ + 1) return false;
   // The sender does not reuse the slot before we consume it, so these fields are stable; a
   // corrupt kind is reported by start_message() once a receive is posted.
-  if (h->kind != SlotKind::data && h->kind != SlotKind::cma) return false;
+  const SlotKind kind = h->kind;
+  if (kind != SlotKind::data && kind != SlotKind::cma && kind != SlotKind::small) return false;
   std::memcpy(tag->w, h->tag, sizeof tag->w);
-  *bytes = h->total;
+  *bytes = kind == SlotKind::small ? h->len : h->total;
   return true;
 }
 
@@ -316,11 +340,14 @@ bool ShmPair::start_message(SlotHeader* h) {
   // Read everything before consume_slot(): the sender may reuse the slot right after.
   const SlotKind kind = h->kind;
   const uint32_t len = h->len;
-  const uint64_t total = h->total;
-  const uint64_t addr = h->addr;
+  const bool small = kind == SlotKind::small;
+  // A small slot has no total (its message is all there) and no address.
+  const uint64_t total = small ? len : h->total;
+  const uint64_t addr = small ? 0 : h->addr;
   Tag got;
   std::memcpy(got.w, h->tag, sizeof got.w);
-  if ((kind != SlotKind::data && kind != SlotKind::cma) || len > total || len > in_.payload_bytes()) {
+  if ((kind != SlotKind::data && kind != SlotKind::cma && !small) || len > total ||
+      len > (small ? kSmallBytes : in_.payload_bytes())) {
     fail(Failure::io_error, "corrupt shared-memory ring from " + who() + " (bad first slot)");
     return false;
   }
@@ -347,7 +374,7 @@ bool ShmPair::start_message(SlotHeader* h) {
     offer_help(op.buf);
     return true;
   }
-  if (len > 0) std::memcpy(op.buf, RingView::payload(h), len);
+  if (len > 0) std::memcpy(op.buf, small ? RingView::small_payload(h) : RingView::payload(h), len);
   consume_slot();
   if (len == op.bytes) {
     complete_first_recv();

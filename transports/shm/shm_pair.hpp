@@ -101,6 +101,8 @@ class ShmPair final : public transport::PairBase {
   void stop_help();
   bool slot_free();
   void publish(SlotHeader* h);
+  // A whole message of at most kSmallBytes, in the header's line (SlotKind::small).
+  static void write_small(SlotHeader* h, const char* buf, size_t bytes, const transport::Tag& tag);
   void consume_slot();
   void notify_receiver();
   void notify_sender();
