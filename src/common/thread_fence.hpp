@@ -28,6 +28,12 @@ void heavy_thread_fence();
 // else a real store-load fence.
 void light_thread_fence(bool asymmetric);
 
+// membarrier(2)'s `cmd` (with no flags); 0 on success.
+long membarrier_call(int cmd);
+// Whether `cmd` and `register_cmd` exist and this process registered with `register_cmd` for
+// `cmd`; when not, a debug line says why and that `fallback` is what the caller does instead.
+bool membarrier_register(int cmd, int register_cmd, const char* fallback);
+
 }  // namespace kolo
 
 #include <atomic>

@@ -10,28 +10,10 @@
 #include <mutex>
 
 #include "common/config.hpp"
+#include "common/thread_fence.hpp"
 #include "common/log.hpp"
 
 namespace kolo::shm {
-namespace {
-
-long membarrier(int cmd) { return ::syscall(__NR_membarrier, cmd, 0, 0); }
-
-bool register_process() {
-  const long supported = membarrier(MEMBARRIER_CMD_QUERY);
-  if (supported < 0 || !(supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
-      !(supported & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)) {
-    KOLO_LOG(debug, "shm: membarrier's global expedited command is missing: a fence on every send");
-    return false;
-  }
-  if (membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
-    KOLO_LOG(debug, "shm: membarrier registration failed (" << std::strerror(errno) << "): a fence on every send");
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 bool asymmetric_fences() {
   if (config::get_int("KOLO_SHM_ASYMMETRIC_FENCE") == 0) return false;
@@ -42,7 +24,8 @@ bool asymmetric_fences() {
   static bool registered = false;
   std::lock_guard<std::mutex> lk(mu);
   if (registered_pid != ::getpid()) {
-    registered = register_process();
+    registered = membarrier_register(MEMBARRIER_CMD_GLOBAL_EXPEDITED, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                                     "shm: a fence on every send");
     registered_pid = ::getpid();
   }
   return registered;
@@ -56,7 +39,7 @@ unsigned long heavy_fences_issued() { return issued.load(std::memory_order_relax
 
 void heavy_fence() {
   issued.fetch_add(1, std::memory_order_relaxed);
-  if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return;
+  if (membarrier_call(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return;
   // Cannot happen once registered (the command exists, and its only other error is for an
   // unregistered caller); were it to, the peer's store might stay unseen and this rank sleep
   // until its wait's timeout. Say so once.
