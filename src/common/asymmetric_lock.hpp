@@ -10,7 +10,7 @@
 // still a compare-exchange (before the sends: nothing to wait for there).
 //
 // Where membarrier(2) is missing the release is an exchange again (FutexLock's cost). A sleeper
-// waits at most kSleepBound before it looks again, so even a wake-up lost to a process that could
+// waits at most 50 ms before it looks again, so even a wake-up lost to a process that could
 // not register (a fork()ed child) costs time, never a hang.
 #pragma once
 #include <atomic>
@@ -25,11 +25,16 @@
 namespace kolo {
 
 class AsymmetricLock {
+  static constexpr long kSleepBoundNs = 50'000'000;
+
  public:
   AsymmetricLock() : light_(asymmetric_thread_fences()) {}
   // Light (plain-store release) only if `light` and this process can play the sleeper's half;
   // false: the exchange, on both sides (tests run both).
-  explicit AsymmetricLock(bool light) : light_(light && asymmetric_thread_fences()) {}
+  // `sleep_bound`: how long a sleeper waits before it looks again by itself (tests make it long,
+  // so that a lost wake-up shows).
+  explicit AsymmetricLock(bool light, long sleep_bound_ns = kSleepBoundNs)
+      : light_(light && asymmetric_thread_fences()), sleep_bound_ns_(sleep_bound_ns) {}
   AsymmetricLock(const AsymmetricLock&) = delete;
   AsymmetricLock& operator=(const AsymmetricLock&) = delete;
 
@@ -54,7 +59,6 @@ class AsymmetricLock {
 
  private:
   static constexpr uint32_t kFree = 0, kHeld = 1;
-  static constexpr long kSleepBoundNs = 50'000'000;
   void lock_slow() {
     for (int i = 0; i < 128; ++i) {
       cpu_relax();
@@ -67,7 +71,7 @@ class AsymmetricLock {
     // holder took the lock with a compare-exchange after our count was in memory.
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     if (light_) heavy_thread_fence();
-    const timespec bound{0, kSleepBoundNs};
+    const timespec bound{static_cast<time_t>(sleep_bound_ns_ / 1'000'000'000), sleep_bound_ns_ % 1'000'000'000};
     while (!try_lock()) futex_detail::wait(s_, kHeld, &bound);
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -75,6 +79,7 @@ class AsymmetricLock {
   std::atomic<uint32_t> s_{kFree};
   std::atomic<uint32_t> sleepers_{0};
   const bool light_;
+  const long sleep_bound_ns_ = kSleepBoundNs;
 };
 
 }  // namespace kolo
