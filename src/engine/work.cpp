@@ -15,7 +15,7 @@ namespace kolo {
 // finish() changes it, and never asleep on a value that already says kReleased (the kernel
 // compares before it sleeps).
 
-void Work::wait(std::chrono::milliseconds timeout) {
+void Work::wait_slow(std::chrono::milliseconds timeout) {
   if (!(state_.load(std::memory_order_acquire) & kReleased)) {
     if (auto runner = runner_.lock()) runner->run_inline(*this, timeout);
     // Small collectives finish within microseconds: check a few times, yielding the core, before
