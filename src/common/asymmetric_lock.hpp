@@ -28,7 +28,7 @@ class AsymmetricLock {
   static constexpr long kSleepBoundNs = 50'000'000;
 
  public:
-  AsymmetricLock() : light_(asymmetric_thread_fences()) {}
+  AsymmetricLock() : AsymmetricLock(true) {}
   // Light (plain-store release) only if `light` and this process can play the sleeper's half;
   // false: the exchange, on both sides (tests run both).
   // `sleep_bound`: how long a sleeper waits before it looks again by itself (tests make it long,

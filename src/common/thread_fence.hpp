@@ -1,5 +1,5 @@
-// A store-load fence split between threads of one process, for locks whose common side must not
-// pay one (asymmetric_lock.hpp, the engine's spare Works).
+// A store-load fence split between threads of one process, for a lock whose common side must not
+// pay one (asymmetric_lock.hpp); the shared-memory pairs use its common half too (shm_fence.hpp).
 //
 // Dekker's pattern (each side stores its flag, then loads the other's) needs a store-load fence
 // on both sides. A locked instruction is one, and it is not cheap right after a message was

@@ -3,7 +3,6 @@
 #include "kolo/process_group.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <map>
 #include <mutex>

@@ -97,14 +97,8 @@ SpareWorks::SpareWorks() {
 SpareWorks::~SpareWorks() {
   Orphans& o = orphans_list();
   std::lock_guard<std::mutex> lk(o.mu);
-  for (Slot* s : slots_) {
-    if (s->free()) {
-      s->destroy_op();
-      delete s;
-    } else {
-      o.slots.push_back(s);
-    }
-  }
+  // Freed now if nobody holds them, else once their holders let go.
+  o.slots.insert(o.slots.end(), slots_.begin(), slots_.end());
   o.sweep();
 }
 

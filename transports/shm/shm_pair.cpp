@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/thread_fence.hpp"
 
 #include "transports/shm/shm_device.hpp"
 
@@ -242,10 +243,7 @@ bool ShmPair::help_remote_read() {
 void ShmPair::fence_before_flag_check() const {
   // Pairs with the sleeper's "store flag, then look at the ring": one of the two sees the other.
   // With the light fence the sleeper's membarrier orders our store before our load for us.
-  if (light_fence_)
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  light_thread_fence(light_fence_);
 }
 
 void ShmPair::notify_receiver() {
