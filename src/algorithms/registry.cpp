@@ -20,6 +20,7 @@ extern const Algorithm kAllreduceHier, kBroadcastHier, kAllgatherHier, kReduceSc
 extern const Algorithm kRecvAny;
 extern const Algorithm kAllreduceOneshot;
 extern const Algorithm kAlltoallDirect;
+extern const Algorithm kBarrierCentral;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -38,6 +39,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kRecvAny,
       &kAllreduceOneshot,
       &kAlltoallDirect,
+      &kBarrierCentral,
   };
   return list;
 }

@@ -32,7 +32,9 @@
 //                   16 KiB, so that the blocks it forwards stay small); above: direct
 //   alltoall        direct (one round) on one host of 3 or more ranks while a block is within
 //                   8 KiB; else pairwise
-//   alltoallv: pairwise; barrier: dissemination; send, recv: direct.
+//   barrier         central (everyone to rank 0 and back) on one host of 3 to 8 ranks; else
+//                   dissemination (at 2 ranks it is one exchange)
+//   alltoallv: pairwise; send, recv: direct.
 // On one host the small-message choices above were measured (scripts/algo-ab.sh, on 2 cores and
 // on 16; docs/PERFORMANCE.md): there a small collective runs on the direct path, where an extra
 // message costs a ring slot's copy rather than a round's latency, so one round of P-1 messages
@@ -140,6 +142,10 @@ constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1)
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
 constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
+// Central barrier: rank 0 takes P-1 arrivals and sends P-1 releases one after the other, which
+// beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
+// on 2 cores: level at 3-4 ranks, 21-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
+constexpr int kBarrierCentralMaxRanks = 8;
 
 bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
   return a.supports == nullptr || a.supports(args, hosts);
@@ -181,7 +187,8 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
     case CollKind::alltoall:
       return named(args.kind, one_host && nranks >= 3 && bytes <= kAlltoallDirectMaxBytes ? "direct" : "pairwise");
     case CollKind::alltoallv: return named(args.kind, "pairwise");
-    case CollKind::barrier: return named(args.kind, "dissemination");
+    case CollKind::barrier:
+      return named(args.kind, one_host && nranks >= 3 && nranks <= kBarrierCentralMaxRanks ? "central" : "dissemination");
     case CollKind::send:
     case CollKind::recv: return named(args.kind, "direct");
   }

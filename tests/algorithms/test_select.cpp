@@ -91,7 +91,11 @@ TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::alltoall, 8193, 8), "pairwise");
   EXPECT_EQ(pick(CollKind::alltoall, 8, 2), "pairwise");  // the same one exchange either way
   EXPECT_EQ(pick(CollKind::alltoallv, 0, 4), "pairwise");
-  EXPECT_EQ(pick(CollKind::barrier, 0, 4), "dissemination");
+  EXPECT_EQ(pick(CollKind::barrier, 0, 2), "dissemination");  // one exchange
+  EXPECT_EQ(pick(CollKind::barrier, 0, 3), "central");
+  EXPECT_EQ(pick(CollKind::barrier, 0, 4), "central");
+  EXPECT_EQ(pick(CollKind::barrier, 0, 8), "central");
+  EXPECT_EQ(pick(CollKind::barrier, 0, 9), "dissemination");
   EXPECT_EQ(pick(CollKind::send, 1 << 20, 2), "direct");
   EXPECT_EQ(pick(CollKind::recv, 1 << 20, 2), "direct");
 }
@@ -141,7 +145,8 @@ TEST_F(Select, APlainNameAppliesWhereItExistsAndIsAutomaticElsewhere) {
   EXPECT_EQ(pick(CollKind::allreduce, 10, 4, "ring"), "ring");
   EXPECT_EQ(pick(CollKind::broadcast, 10, 4, "ring"), "ring");
   EXPECT_EQ(pick(CollKind::reduce, 10, 4, "ring"), "direct");  // reduce has no ring
-  EXPECT_EQ(pick(CollKind::barrier, 10, 4, "ring"), "dissemination");
+  EXPECT_EQ(pick(CollKind::barrier, 10, 4, "ring"), "central");
+  EXPECT_EQ(pick(CollKind::barrier, 10, 4, "dissemination"), "dissemination");
   EXPECT_EQ(pick(CollKind::allreduce, 1 << 20, 4, " tree "), "tree");
   EXPECT_EQ(pick(CollKind::allreduce, 1 << 20, 4, "auto"), "ring");
 }
@@ -206,7 +211,7 @@ void expect_refused(const std::string& spec, CollKind kind, const std::vector<st
 
 TEST_F(Select, RefusesNamesNoCollectiveHasListingTheValidOnes) {
   expect_refused("bogus", CollKind::allreduce, {"bogus", "ring, tree, rd"});
-  expect_refused("bogus", CollKind::barrier, {"bogus", "dissemination"});
+  expect_refused("bogus", CollKind::barrier, {"bogus", "dissemination, central"});
   expect_refused("allreduce=direct", CollKind::allreduce, {"allreduce", "direct", "ring, tree, rd"});
   // A bad entry for another collective is refused too, so a typo never goes unnoticed.
   expect_refused("allreduce=ring,broadcast=rd", CollKind::allreduce, {"broadcast", "rd", "ring, tree"});

@@ -30,7 +30,7 @@ const std::vector<CollInfo>& infos() {
       {Coll::reduce_scatter, "reduce_scatter", {"", "ring", "direct"}},
       {Coll::alltoall, "alltoall", {"", "pairwise", "direct"}},
       {Coll::alltoallv, "alltoallv", {"", "pairwise"}},
-      {Coll::barrier, "barrier", {"", "dissemination"}},
+      {Coll::barrier, "barrier", {"", "dissemination", "central"}},
       {Coll::sendrecv, "sendrecv", {"", "direct"}},
   };
   return table;
