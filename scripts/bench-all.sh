@@ -6,7 +6,8 @@
 #   3. scripts/compare.sh: kolo and the peers interleaved, several repetitions, the physical
 #      limits (memcpy, reduction, loopback TCP), ratios, % of bound, CSV/JSON and PNG charts;
 #   4. the Google Benchmark micro-benchmarks (reduction kernels vs memcpy, transport ping-pong,
-#      the per-call cost of an empty collective);
+#      the per-call cost of an empty collective), and kolo-bench-barrier beside
+#      kolo-bench-barrier-mpi (a barrier's latency and the order the ranks leave it);
 # then verifies what it produced: every row of every table has #wrong == 0, every file is there,
 # charts exist when gnuplot does. Every table is written as .txt, .json and .csv under OUT.
 #
@@ -38,6 +39,8 @@ PERF_GLOO=$BUILD/bench/peers/kolo-perf-gloo
 KERNELS=$BUILD/bench/micro/kolo-bench-kernels
 PINGPONG=$BUILD/bench/micro/kolo-bench-transport  # transport_pingpong.cpp
 OVERHEAD=$BUILD/bench/micro/kolo-bench-overhead  # collective_overhead.cpp: per-call cost
+BARRIER=$BUILD/bench/micro/kolo-bench-barrier  # barrier_skew.cpp
+BARRIER_MPI=$BUILD/bench/peers/kolo-bench-barrier-mpi
 for bin in "$KOLORUN" "$KOLO_PERF"; do
   [ -x "$bin" ] || { echo "bench-all.sh: $bin is missing; build first (scripts/build.sh)" >&2; exit 2; }
 done
@@ -49,6 +52,8 @@ if [ "$QUICK" = 1 ]; then
   COMPARE_ARGS=(--quick --ranks 2)
   MICRO_ARGS=(--benchmark_min_time=0.01)
   KERNEL_FILTER='^(memcpy|reduce_sum/float32|reduce_sum/bfloat16)/(4096|1048576)/'
+  BARRIER_RANKS="3"
+  BARRIER_ARGS=(--iters 50 --rows 30)
 else
   RANKS="2 4"
   TRANSPORTS="tcp shm"
@@ -56,6 +61,8 @@ else
   COMPARE_ARGS=(--ranks "2 4" --reps 3)
   MICRO_ARGS=()
   KERNEL_FILTER='.'
+  BARRIER_RANKS="3 4 8"
+  BARRIER_ARGS=(--rows 400)
 fi
 RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 # OUT is replaced, so it must be empty, absent, or an earlier bench-all.sh result (marked).
@@ -163,6 +170,22 @@ if [ -x "$OVERHEAD" ]; then
   else
     grep -E '^overhead/' "$OUT/micro/overhead.txt" | awk '{print "bench-all.sh:   " $1 "  " $NF}'
   fi
+fi
+
+# A barrier's latency and exit order, kolo and Open MPI (bench/common/barrier_skew.hpp's report).
+if [ -x "$BARRIER" ]; then
+  for n in $BARRIER_RANKS; do
+    if ! timeout -k 10 "$RUN_TIMEOUT" "$KOLORUN" -n "$n" "$BARRIER" "${BARRIER_ARGS[@]}" > "$OUT/micro/barrier_kolo_n$n.txt" 2>&1; then
+      echo "bench-all.sh: FAILED: $BARRIER at $n ranks (see $OUT/micro/barrier_kolo_n$n.txt)" >&2
+      failures=$((failures + 1))
+    fi
+    if [ -x "$BARRIER_MPI" ] && command -v mpirun >/dev/null &&
+        ! timeout -k 10 "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+          --mca btl self,vader -np "$n" "$BARRIER_MPI" "${BARRIER_ARGS[@]}" > "$OUT/micro/barrier_mpi_n$n.txt" 2>&1; then
+      echo "bench-all.sh: FAILED: $BARRIER_MPI at $n ranks (see $OUT/micro/barrier_mpi_n$n.txt)" >&2
+      failures=$((failures + 1))
+    fi
+  done
 fi
 
 echo "bench-all.sh: verifying the results in $OUT"

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "barrier_skew.hpp"
 #include "collective_specs.hpp"
 #include "common_options.hpp"
 #include "nccl_json.hpp"
@@ -187,6 +188,30 @@ TEST(BenchOptions, Refusals) {
   EXPECT_THROW(parse({"allreduce", "--min-bw", "-1"}), UsageError);
   EXPECT_THROW(parse({"allreduce", "--json", ""}), UsageError);
   EXPECT_THROW(parse({"allreduce", "-i", "0"}), UsageError);
+}
+
+// kolo-bench-barrier's report: offsets from the first rank to leave, per-call times from each
+// rank's own exit, warm-up rows left out, the average over ranks.
+TEST(BarrierSkew, MediansAreRelativeToTheFirstRankToLeave) {
+  const int ranks = 2, rows = 5, skip = 2, per_row = 4;
+  std::vector<SkewRow> all(static_cast<size_t>(ranks * rows));
+  for (int r = 0; r < rows; ++r) {
+    const double t = 1000.0 * r;
+    // Rank 1 leaves 3 us after rank 0 and finishes 8 us after its own exit; rank 0 takes 12.
+    all[r] = {t, t + 10, t + 11, t + 22};
+    all[rows + r] = {t + 1, t + 13, t + 15, t + 21};
+  }
+  all[0] = {0, 500, 500, 9000};  // a warm-up row that must not count
+  testing::internal::CaptureStdout();
+  print_skew("lib", ranks, rows, skip, per_row, std::vector<double>(reinterpret_cast<double*>(all.data()),
+                                                                 reinterpret_cast<double*>(all.data()) + all.size() * kSkewFields));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("lib, 2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("medians over 3 rows"), std::string::npos) << out;
+  // rank, entered, left, first done, last done, us per call
+  EXPECT_NE(out.find("0         0.00         0.00         1.00        12.00            3.000"), std::string::npos) << out;
+  EXPECT_NE(out.find("1         1.00         3.00         5.00        11.00            2.000"), std::string::npos) << out;
+  EXPECT_NE(out.find("2.500 us per broadcast"), std::string::npos) << out;
 }
 
 TEST(BenchSizes, NcclTestsSweep) {

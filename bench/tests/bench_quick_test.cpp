@@ -148,6 +148,27 @@ TEST(BenchQuick, PipelineRunsAndEveryRowChecksClean) {
     }
     EXPECT_EQ(entries, 9) << out / "micro" / "overhead.json";
   }
+
+  // The barrier's report at 3 ranks, kolo's and Open MPI's: a row per rank and the average of a
+  // broadcast after the barrier, a positive number of microseconds.
+  for (const char* lib : {"kolo", "mpi"}) {
+    const fs::path program = fs::path(build) / "bench" / (std::string(lib) == "kolo" ? "micro/kolo-bench-barrier" : "peers/kolo-bench-barrier-mpi");
+    if (!fs::is_regular_file(program) || (std::string(lib) == "mpi" && !have_program("mpirun"))) continue;
+    std::ifstream f(out / "micro" / ("barrier_" + std::string(lib) + "_n3.txt"));
+    std::string line;
+    int rank_rows = 0;
+    double average = -1;
+    while (std::getline(f, line)) {
+      std::istringstream words(line);
+      int rank = -1;
+      double entered = -1;
+      if (line.rfind("  ", 0) == 0 && (words >> rank >> entered) && rank == rank_rows) ++rank_rows;
+      const size_t at = line.find("(kolo-perf's -a 1): ");
+      if (at != std::string::npos) average = std::stod(line.substr(at + 20));
+    }
+    EXPECT_EQ(rank_rows, 3) << out / "micro" / ("barrier_" + std::string(lib) + "_n3.txt");
+    EXPECT_GT(average, 0.0) << lib;
+  }
 }
 
 }  // namespace
