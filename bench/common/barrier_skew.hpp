@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace kolo::bench {
@@ -19,6 +21,25 @@ struct SkewRow {
   double enter = 0, exit = 0, first_done = 0, last_done = 0;
 };
 constexpr int kSkewFields = 4;
+
+// Each row: kSkewPerRow broadcasts (warm-up), the barrier, kSkewPerRow timed broadcasts; the
+// first kSkewSkip rows are left out of the report.
+constexpr int kSkewPerRow = 20, kSkewSkip = 10;
+
+struct SkewArgs {
+  int iters = 300;  // --iters: back-to-back barriers per latency run
+  int rows = 400;   // --rows
+};
+// False, with `usage` on stderr, when a value is out of range.
+inline bool parse_skew_args(int argc, char** argv, const char* usage, SkewArgs* a) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--iters") == 0) a->iters = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rows") == 0) a->rows = std::atoi(argv[i + 1]);
+  }
+  if (a->iters >= 1 && a->rows > kSkewSkip) return true;
+  std::fprintf(stderr, "usage: %s [--iters N >= 1] [--rows R > %d]\n", usage, kSkewSkip);
+  return false;
+}
 
 inline double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();

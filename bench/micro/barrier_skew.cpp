@@ -9,31 +9,17 @@
 // (bench/peers) prints the same for Open MPI's barrier and broadcast.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <string>
 #include <vector>
 
 #include "barrier_skew.hpp"
 #include "kolo/kolo.hpp"
 
-namespace {
-
-int flag(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace kolo;
-  const int iters = flag(argc, argv, "--iters", 300), rows = flag(argc, argv, "--rows", 400);
-  constexpr int kPerRow = 20, kSkip = 10;
-  if (iters < 1 || rows <= kSkip) {
-    std::fprintf(stderr, "usage: kolorun -n P kolo-bench-barrier [--iters N >= 1] [--rows R > %d]\n", kSkip);
-    return 2;
-  }
+  kolo::bench::SkewArgs args;
+  if (!kolo::bench::parse_skew_args(argc, argv, "kolorun -n P kolo-bench-barrier", &args)) return 2;
+  const int iters = args.iters, rows = args.rows;
+  constexpr int kPerRow = kolo::bench::kSkewPerRow, kSkip = kolo::bench::kSkewSkip;
   auto pg = init_from_env();
   const int P = pg->size();
 

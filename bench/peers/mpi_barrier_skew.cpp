@@ -5,29 +5,16 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "barrier_skew.hpp"
 
-namespace {
-
-int flag(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using kolo::bench::now_us;
-  const int iters = flag(argc, argv, "--iters", 300), rows = flag(argc, argv, "--rows", 400);
-  constexpr int kPerRow = 20, kSkip = 10;
-  if (iters < 1 || rows <= kSkip) {
-    std::fprintf(stderr, "usage: mpirun -np P kolo-bench-barrier-mpi [--iters N >= 1] [--rows R > %d]\n", kSkip);
-    return 2;
-  }
+  kolo::bench::SkewArgs args;
+  if (!kolo::bench::parse_skew_args(argc, argv, "mpirun -np P kolo-bench-barrier-mpi", &args)) return 2;
+  const int iters = args.iters, rows = args.rows;
+  constexpr int kPerRow = kolo::bench::kSkewPerRow, kSkip = kolo::bench::kSkewSkip;
   MPI_Init(&argc, &argv);
   int P = 0, me = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
