@@ -5,9 +5,11 @@
 // each rank's wait on one peer, rank 0: where ranks outnumber cores, a dissemination round that
 // waited for a rank the scheduler had taken off its core cost a context switch per round, and
 // the ranks left the barrier up to tens of microseconds apart (docs/PERFORMANCE.md, issue 12).
-// Rank 0 leaves first, the moment the last rank has arrived: a rooted collective from rank 0
-// right after the barrier starts at once. Open MPI's default barrier at small groups behaves
-// the same way (its root leaves first, measured in the same place).
+// Rank 0 leaves first, the moment the last rank has arrived (Open MPI's default barrier at
+// small groups does the same). Which rank leaves first only moves who waits afterwards: a
+// broadcast from rank 0 right after the barrier starts at once, a gather or reduce to rank 0
+// waits longer; the choice (select.cpp) rests on the barrier's own latency, level with
+// dissemination at 3-4 ranks and about half of it at 8 on 2 cores.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/temp_list.hpp"
 

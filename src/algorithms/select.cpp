@@ -144,7 +144,7 @@ constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's 
 constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
 // Central barrier: rank 0 takes P-1 arrivals and sends P-1 releases one after the other, which
 // beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
-// on 2 cores: level at 3-4 ranks, 21-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
+// on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
 constexpr int kBarrierCentralMaxRanks = 8;
 
 bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
