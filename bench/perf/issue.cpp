@@ -1,84 +1,75 @@
 #include "issue.hpp"
 
 namespace kolo::perf {
-namespace {
-
-template <class Options>
-Options with_algorithm(const RunParams& params) {
-  Options o;
-  o.algorithm = params.algorithm;
-  return o;
-}
-
-}  // namespace
 
 bool checkable(const CollectiveSpec& spec, bool in_place) { return !(in_place && spec.id == CollId::sendrecv); }
 
-void issue(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where, size_t param_count,
-           const RunParams& params, std::vector<WorkPtr>* out) {
-  Buffer send = where.send;
-  Buffer recv = where.recv;
-  switch (spec.id) {
-    case CollId::allreduce: {
-      auto o = with_algorithm<AllreduceOptions>(params);
-      o.op = params.op;
-      out->push_back(group.allreduce(send, recv, o));
-      return;
-    }
-    case CollId::broadcast: {
-      auto o = with_algorithm<BroadcastOptions>(params);
-      o.root = params.root;
-      out->push_back(group.broadcast(recv, o));
-      return;
-    }
-    case CollId::reduce: {
-      auto o = with_algorithm<ReduceOptions>(params);
-      o.op = params.op;
-      o.root = params.root;
-      out->push_back(group.reduce(send, recv, o));
-      return;
-    }
-    case CollId::allgather: {
-      send.count = param_count;
-      out->push_back(group.allgather(send, recv, with_algorithm<AllgatherOptions>(params)));
-      return;
-    }
-    case CollId::reducescatter: {
-      auto o = with_algorithm<ReduceScatterOptions>(params);
-      o.op = params.op;
+PreparedCall::PreparedCall(ProcessGroup& group, const CollectiveSpec& spec, const Placement& where, size_t param_count,
+                           const RunParams& params)
+    : group_(group), id_(spec.id), send_(where.send), recv_(where.recv) {
+  for (CommonOptions* o : std::initializer_list<CommonOptions*>{&allreduce_, &broadcast_, &reduce_, &allgather_,
+                                                                &reduce_scatter_, &alltoall_, &gather_, &scatter_,
+                                                                &send_options_, &recv_options_})
+    o->algorithm = params.algorithm;
+  allreduce_.op = reduce_.op = reduce_scatter_.op = params.op;
+  broadcast_.root = reduce_.root = gather_.root = scatter_.root = params.root;
+  switch (id_) {
+    case CollId::allgather:
+    case CollId::gather:
+      send_.count = param_count;
+      break;
+    case CollId::reducescatter:
       // kolo's count is per rank: the receive block.
-      send.count = param_count * static_cast<size_t>(group.size());
-      recv.count = param_count;
-      out->push_back(group.reduce_scatter(send, recv, o));
-      return;
-    }
-    case CollId::alltoall:
-      out->push_back(group.alltoall(send, recv, with_algorithm<AllToAllOptions>(params)));
-      return;
-    case CollId::gather: {
-      auto o = with_algorithm<GatherOptions>(params);
-      o.root = params.root;
-      send.count = param_count;
-      out->push_back(group.gather(send, recv, o));
-      return;
-    }
-    case CollId::scatter: {
-      auto o = with_algorithm<ScatterOptions>(params);
-      o.root = params.root;
-      recv.count = param_count;
-      out->push_back(group.scatter(send, recv, o));
-      return;
-    }
+      send_.count = param_count * static_cast<size_t>(group.size());
+      recv_.count = param_count;
+      break;
+    case CollId::scatter:
+      recv_.count = param_count;
+      break;
+    default:
+      break;
+  }
+  next_ = (group.rank() + 1) % group.size();
+  prev_ = (group.rank() + group.size() - 1) % group.size();
+}
+
+void PreparedCall::issue(std::vector<WorkPtr>* out) const {
+  switch (id_) {
+    case CollId::allreduce: out->push_back(group_.allreduce(send_, recv_, allreduce_)); return;
+    case CollId::broadcast: out->push_back(group_.broadcast(recv_, broadcast_)); return;
+    case CollId::reduce: out->push_back(group_.reduce(send_, recv_, reduce_)); return;
+    case CollId::allgather: out->push_back(group_.allgather(send_, recv_, allgather_)); return;
+    case CollId::reducescatter: out->push_back(group_.reduce_scatter(send_, recv_, reduce_scatter_)); return;
+    case CollId::alltoall: out->push_back(group_.alltoall(send_, recv_, alltoall_)); return;
+    case CollId::gather: out->push_back(group_.gather(send_, recv_, gather_)); return;
+    case CollId::scatter: out->push_back(group_.scatter(send_, recv_, scatter_)); return;
     case CollId::sendrecv: {
       // kolo posts point-to-point operations and lets them complete in the background, so
       // every rank can send first without deadlocking the ring.
-      const int n = group.size();
-      auto so = with_algorithm<SendOptions>(params);
-      auto ro = with_algorithm<RecvOptions>(params);
-      WorkPtr s = group.send(send, (group.rank() + 1) % n, so);
-      WorkPtr r = group.recv(recv, (group.rank() + n - 1) % n, ro);
+      WorkPtr s = group_.send(send_, next_, send_options_);
+      WorkPtr r = group_.recv(recv_, prev_, recv_options_);
       out->push_back(std::move(s));
       out->push_back(std::move(r));
+      return;
+    }
+  }
+}
+
+void PreparedCall::run_and_wait() const {
+  switch (id_) {
+    case CollId::allreduce: group_.allreduce(send_, recv_, allreduce_)->wait(); return;
+    case CollId::broadcast: group_.broadcast(recv_, broadcast_)->wait(); return;
+    case CollId::reduce: group_.reduce(send_, recv_, reduce_)->wait(); return;
+    case CollId::allgather: group_.allgather(send_, recv_, allgather_)->wait(); return;
+    case CollId::reducescatter: group_.reduce_scatter(send_, recv_, reduce_scatter_)->wait(); return;
+    case CollId::alltoall: group_.alltoall(send_, recv_, alltoall_)->wait(); return;
+    case CollId::gather: group_.gather(send_, recv_, gather_)->wait(); return;
+    case CollId::scatter: group_.scatter(send_, recv_, scatter_)->wait(); return;
+    case CollId::sendrecv: {
+      WorkPtr s = group_.send(send_, next_, send_options_);
+      WorkPtr r = group_.recv(recv_, prev_, recv_options_);
+      s->wait();
+      r->wait();
       return;
     }
   }

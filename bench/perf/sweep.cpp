@@ -107,18 +107,16 @@ class Sweep {
       const Placement where =
           place(spec, row.shape, row.dtype, group_.rank(), o_.root, in_place, row.send_base, row.recv_base);
       const RunParams params{row.op, o_.root, o_.algorithm};
-      const IssueOnce issue_once = [&](std::vector<WorkPtr>* out) {
-        issue(group_, spec, where, row.shape.param_count, params, out);
-      };
-      if (!in_place) run_and_wait(issue_once, o_.warmup_iters);
+      const PreparedCall call(group_, spec, where, row.shape.param_count, params);
+      if (!in_place) run_and_wait(call, o_.warmup_iters);
       std::vector<double> iteration_seconds;
-      double seconds = time_iterations(group_, issue_once, o_.iters, o_.agg_iters, o_.blocking_mode,
+      double seconds = time_iterations(group_, call, o_.iters, o_.agg_iters, o_.blocking_mode,
                                        o_.per_iter_timing ? &iteration_seconds : nullptr);
       seconds = combine_across_ranks(group_, seconds, o_.combine);
       const bool checked = o_.check && checkable(spec, in_place);
       int64_t wrong = -1;
       // -c N: up to N check runs with fresh values, stopping at the first that finds a wrong element.
-      for (int c = 0; checked && c < o_.check_iters && wrong <= 0; ++c) wrong = check_once(row, where, issue_once, in_place);
+      for (int c = 0; checked && c < o_.check_iters && wrong <= 0; ++c) wrong = check_once(row, where, call, in_place);
       const double algbw = seconds > 0 ? static_cast<double>(row.row_bytes) / 1.0e9 / seconds : 0.0;
       const double busbw = algbw * spec.busbw_factor(group_.size());
       if (o_.per_iter_timing) {
@@ -150,12 +148,12 @@ class Sweep {
   }
 
   // Refills the inputs with fresh values, runs once more and counts wrong elements everywhere.
-  int64_t check_once(const RowSetup& row, const Placement& where, const IssueOnce& issue_once, bool in_place) {
+  int64_t check_once(const RowSetup& row, const Placement& where, const PreparedCall& call, bool in_place) {
     ++salt_;  // every rank counts the same way, so all agree on the values
     const ValuePlan plan(row.dtype, row.spec.reduces ? &row.op : nullptr, group_.size(), salt_);
     const CheckContext context{&row.spec, row.shape, group_.rank(), group_.size(), o_.root, in_place};
     fill_inputs(context, where, plan);
-    run_and_wait(issue_once, 1);
+    run_and_wait(call, 1);
     if (o_.inject_wrong) spoil_first_output(context, where);
     return sum_across_ranks(group_, count_wrong(context, where, plan));
   }

@@ -66,8 +66,16 @@ class SelectionMemo {
     const Algorithm* algorithm;
     uint8_t index;
   };
+  // The hit is inline: every collective issued passes here, and a call with four arguments to
+  // pass cost as much as the compare.
   Choice choose(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
-                const SelectionTunables& tunables);
+                const SelectionTunables& tunables) {
+    if (requested.empty()) {
+      const Entry& e = last_[static_cast<int>(args.kind)];
+      if (e.valid && e.bytes == args.bytes()) return e.choice;
+    }
+    return choose_slow(args, hosts, requested, tunables);
+  }
 
  private:
   struct Entry {
@@ -75,6 +83,8 @@ class SelectionMemo {
     size_t bytes = 0;
     Choice choice{nullptr, 0};
   };
+  Choice choose_slow(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
+                     const SelectionTunables& tunables);
   Entry last_[kNumCollKinds];
 };
 

@@ -264,11 +264,10 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
   return cheapest(args, hosts, tunables, rule);
 }
 
-SelectionMemo::Choice SelectionMemo::choose(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
-                                             const SelectionTunables& tunables) {
+SelectionMemo::Choice SelectionMemo::choose_slow(const CollArgs& args, const HostLayout& hosts, const std::string& requested,
+                                                  const SelectionTunables& tunables) {
   // A per-call request is parsed every time (and not remembered): it may differ call by call.
   Entry* e = requested.empty() ? &last_[static_cast<int>(args.kind)] : nullptr;
-  if (e != nullptr && e->valid && e->bytes == args.bytes()) return e->choice;
   const Algorithm& a = select_algorithm(args, hosts, requested, tunables);
   const auto& all = all_algorithms();
   const Choice c{&a, static_cast<uint8_t>(std::find(all.begin(), all.end(), &a) - all.begin())};

@@ -34,16 +34,21 @@ inline uint64_t ticks_now() {
 class TickScale {
  public:
   TickScale() : ticks0_(ticks_now()), ns0_(steady_ns()) {}
-  // Steady-clock nanoseconds of `t` (0 stays 0: "not yet"), calibrated against now.
-  int64_t to_ns(uint64_t t) const {
-    if (t == 0) return 0;
+  // Nanoseconds per tick, calibrated against now. Take it once for times that are compared
+  // with each other: two calibrations a moment apart can put one tick count a nanosecond apart,
+  // and a start and a finish written with the same count 1 us apart once rounded.
+  double ns_per_tick() const {
     const uint64_t ticks1 = ticks_now();
     const int64_t ns1 = steady_ns();
-    double ns_per_tick = 1.0;
     // Too short an interval to calibrate on (a dump within microseconds of the start): the
     // counter's nominal rate hardly matters then, times are all within that interval.
-    if (ticks1 > ticks0_ + 1000) ns_per_tick = static_cast<double>(ns1 - ns0_) / static_cast<double>(ticks1 - ticks0_);
-    return ns0_ + static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - ticks0_)) * ns_per_tick);
+    if (ticks1 > ticks0_ + 1000) return static_cast<double>(ns1 - ns0_) / static_cast<double>(ticks1 - ticks0_);
+    return 1.0;
+  }
+  // Steady-clock nanoseconds of `t` (0 stays 0: "not yet") at the rate `ns_per_tick()` gave.
+  int64_t to_ns(uint64_t t, double rate) const {
+    if (t == 0) return 0;
+    return ns0_ + static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - ticks0_)) * rate);
   }
 
  private:

@@ -235,8 +235,9 @@ void FlightRecorder::ran(FlightEntry* e, const char* transport) {
 }
 
 void FlightRecorder::trace_event(const FlightEntry& e) {
-  const int64_t started = scale_.to_ns(e.started.load()), finished = scale_.to_ns(e.finished.load());
-  const int64_t start = started ? started : scale_.to_ns(e.issued);
+  const double rate = scale_.ns_per_tick();
+  const int64_t started = scale_.to_ns(e.started.load(), rate), finished = scale_.to_ns(e.finished.load(), rate);
+  const int64_t start = started ? started : scale_.to_ns(e.issued, rate);
   std::ostringstream ev;
   ev << "{\"name\":" << json_string(std::string(e.op) + " #" + std::to_string(e.seq)) << ",\"cat\":\"kolo\",\"ph\":\"X\""
      << ",\"ts\":" << (start + wall_offset_ns_) / 1000 << ",\"dur\":" << std::max<int64_t>(0, finished - start) / 1000
@@ -249,13 +250,14 @@ void FlightRecorder::trace_event(const FlightEntry& e) {
 
 std::vector<FlightRecorder::Snapshot> FlightRecorder::snapshot() const {
   std::vector<Snapshot> out;
+  const double rate = scale_.ns_per_tick();  // one calibration for the whole dump
   const uint64_t n = next_.load(std::memory_order_acquire);
   const uint64_t first = n > ring_.size() ? n - ring_.size() : 0;
   for (uint64_t i = first; i < n; ++i) {
     const FlightEntry& e = ring_[i % ring_.size()];
     const uint64_t v1 = e.version.load(std::memory_order_acquire);
     Snapshot s{e.seq, e.op, e.algorithm, e.transport.load(), e.bytes, e.root, e.state.load(), e.waiting_on.load(),
-               scale_.to_ns(e.issued), scale_.to_ns(e.started.load()), scale_.to_ns(e.finished.load())};
+               scale_.to_ns(e.issued, rate), scale_.to_ns(e.started.load(), rate), scale_.to_ns(e.finished.load(), rate)};
     if ((v1 & 1) || e.version.load(std::memory_order_acquire) != v1) continue;  // rewritten meanwhile
     out.push_back(std::move(s));
   }

@@ -227,38 +227,43 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
     choice = chosen.choose(args, hosts, opts.algorithm, selection);
     algorithm = choice.algorithm;
   }
-  engine::Stamp s;
-  s.kind = args.kind;
-  s.dtype = args.dtype;
-  s.count = args.count;
+  uint64_t seq;
   if (any_source) {
-    s.seq = any_source_seq++;
-    s.kind = CollKind::send;  // what the sender stamps; the pair's number is set once chosen
-    s.root_or_tag = args.tag;
+    seq = any_source_seq++;
   } else if (p2p) {
-    // Both directions of a pair count their own messages; the receiver's stamp must match the
-    // sender's, so both use the kind "send".
+    // Both directions of a pair count their own messages.
     auto& counter = args.kind == CollKind::send ? send_seq : recv_seq;
-    s.seq = counter[static_cast<size_t>(args.root)]++;
-    s.kind = CollKind::send;
-    s.root_or_tag = args.tag;
+    seq = counter[static_cast<size_t>(args.root)]++;
   } else {
-    s.seq = coll_seq++;
-    bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
-    s.op = reduces ? args.op.kind : ReduceKind::sum;
-    s.root_or_tag = static_cast<uint32_t>(args.root);
-    s.algo_index = choice.index;
+    seq = coll_seq++;
   }
-  if (shared) s.group = shared->id;
   // The Work and its task, in one block: the last operation's again when its caller is done with
-  // it, or a new one from the pool; the task is filled in place.
+  // it, or a new one from the pool; the task (and its stamp) is filled in place.
   const char* op_name = algo::coll_name(args.kind);
-  std::shared_ptr<engine::Operation> op = shared ? nullptr : spares.take(op_name, s.seq);
-  if (!op) op = engine::WorkAccess::make_in_pool<engine::Operation>(works, op_name, s.seq);
+  std::shared_ptr<engine::Operation> op = shared ? nullptr : spares.take(op_name, seq);
+  if (!op) op = engine::WorkAccess::make_in_pool<engine::Operation>(works, op_name, seq);
   engine::Task& t = op->task;
   t.type = p2p ? engine::Task::Type::point_to_point : engine::Task::Type::collective;
   t.algorithm = algorithm;
-  t.stamp = s;
+  engine::Stamp& s = t.stamp;
+  s.seq = seq;
+  s.group = shared ? shared->id : 0;
+  s.dtype = args.dtype;
+  s.count = args.count;
+  if (any_source || p2p) {
+    // The receiver's stamp must match the sender's, so both use the kind "send"; a receive from
+    // any source stamps what its sender does (the pair's number is set once chosen).
+    s.kind = CollKind::send;
+    s.op = ReduceKind::sum;
+    s.algo_index = 0;
+    s.root_or_tag = args.tag;
+  } else {
+    s.kind = args.kind;
+    bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
+    s.op = reduces ? args.op.kind : ReduceKind::sum;
+    s.algo_index = choice.index;
+    s.root_or_tag = static_cast<uint32_t>(args.root);
+  }
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   t.overlap = opts.overlap;
   if (shared) t.group = shared;
