@@ -15,7 +15,8 @@ constexpr int kNumDataTypes = 10;
 // Size of one element in bytes; throws InvalidArgument for an unknown value. Inline: every
 // collective asks for it several times (validation, stamping, the algorithm's offsets).
 inline size_t dtype_size(DataType t) {
-  constexpr unsigned char kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};  // enum order
+  // static: a local constexpr array was built on the stack at every call (two stores).
+  static constexpr unsigned char kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};  // enum order
   const auto i = static_cast<unsigned>(t);
   if (i >= kNumDataTypes) throw_unknown_dtype(t);
   return kSizes[i];

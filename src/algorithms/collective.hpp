@@ -13,7 +13,14 @@ enum class CollKind : uint8_t {
   barrier, send, recv,
 };
 constexpr int kNumCollKinds = 12;
-const char* coll_name(CollKind k);
+// Inline (a table in the enum's order): every issue names its operation.
+inline const char* coll_name(CollKind k) {
+  static constexpr const char* kNames[] = {"broadcast", "allreduce", "reduce", "allgather", "gather", "scatter",
+                                           "reduce_scatter", "alltoall", "alltoallv", "barrier", "send", "recv"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumCollKinds, "a name for every CollKind, in order");
+  const auto i = static_cast<unsigned>(k);
+  return i < kNumCollKinds ? kNames[i] : "unknown collective";
+}
 
 // alltoallv's counts and displacements, in elements, one per rank.
 struct VarCounts {

@@ -38,7 +38,10 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   bool ran;
   {
     RunningOperations mark;
-    ran = attempt_direct(t, *work, /*unshared=*/true);  // not returned to its caller yet
+    // Not returned to its caller yet. The two-rank exchange is called here rather than through
+    // attempt_direct, whose frame holds a whole EngineComm: ~30 instructions on every call.
+    ran = two_rank_exchange(t) ? run_two_rank_direct(t, *work, /*unshared=*/true)
+                               : attempt_direct(t, *work, /*unshared=*/true);
   }
   if (ran) {
     collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);

@@ -224,16 +224,6 @@ void FlightRecorder::finished(FlightEntry* e, bool ok) {
   if (!trace_path_.empty()) trace_event(*e);
 }
 
-void FlightRecorder::ran(FlightEntry* e, const char* transport) {
-  if (!e) return;
-  const uint64_t now = date_direct();
-  e->started.store(now, std::memory_order_relaxed);
-  e->finished.store(now, std::memory_order_relaxed);
-  e->transport.store(transport, std::memory_order_relaxed);
-  e->state.store(FlightEntry::done, std::memory_order_release);
-  if (!trace_path_.empty()) trace_event(*e);
-}
-
 void FlightRecorder::trace_event(const FlightEntry& e) {
   const double rate = scale_.ns_per_tick();
   const int64_t started = scale_.to_ns(e.started.load(), rate), finished = scale_.to_ns(e.finished.load(), rate);

@@ -4,19 +4,6 @@
 
 namespace kolo::engine {
 
-static constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
-
-transport::Tag encode(const Stamp& s) {
-  transport::Tag t;
-  // A sequence number never reaches 2^48 (a collective per nanosecond for three days), so the
-  // top 16 bits carry the group id.
-  t.w[0] = (s.seq & kSeqMask) | static_cast<uint64_t>(s.group) << 48;
-  t.w[1] = s.count;
-  t.w[2] = static_cast<uint64_t>(s.kind) | static_cast<uint64_t>(s.dtype) << 8 | static_cast<uint64_t>(s.op) << 16 |
-           static_cast<uint64_t>(s.algo_index) << 24 | static_cast<uint64_t>(s.root_or_tag) << 32;
-  return t;
-}
-
 Stamp decode(const transport::Tag& t) {
   Stamp s;
   s.seq = t.w[0] & kSeqMask;

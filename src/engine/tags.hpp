@@ -22,7 +22,20 @@ struct Stamp {
   uint32_t root_or_tag = 0;
 };
 
-transport::Tag encode(const Stamp& s);
+// The sequence number's bits in the tag's first word.
+inline constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
+
+// Inline: every message a collective sends or expects carries it.
+inline transport::Tag encode(const Stamp& s) {
+  transport::Tag t;
+  // A sequence number never reaches 2^48 (a collective per nanosecond for three days), so the
+  // top 16 bits carry the group id.
+  t.w[0] = (s.seq & kSeqMask) | static_cast<uint64_t>(s.group) << 48;
+  t.w[1] = s.count;
+  t.w[2] = static_cast<uint64_t>(s.kind) | static_cast<uint64_t>(s.dtype) << 8 | static_cast<uint64_t>(s.op) << 16 |
+           static_cast<uint64_t>(s.algo_index) << 24 | static_cast<uint64_t>(s.root_or_tag) << 32;
+  return t;
+}
 Stamp decode(const transport::Tag& t);
 // "allreduce #7 (count 100, float32, sum, root 0, algorithm ring)"; with a group name,
 // "... algorithm ring) of group default/split0.color1".
