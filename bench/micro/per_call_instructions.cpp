@@ -1,10 +1,13 @@
-// What one synchronous collective costs in instructions, on a group of one (no peer, no data to
-// speak of): the per-call software of issue + wait and nothing else. Timings on a shared 2-core
-// machine are noise; callgrind's instruction count is exact. scripts/per-call-instructions.sh
-// runs this under callgrind, collecting inside measure() only (the calling thread, which runs
-// the operation inline), for two iteration counts and reports the difference per call.
-//   kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty ITERATIONS
-// (sendrecv only under a launcher: a send to the next rank and a receive from the previous.)
+// What one synchronous collective costs in instructions: the per-call software of issue + wait.
+// Timings on a shared 2-core machine are noise; callgrind's instruction count is exact.
+// scripts/per-call-instructions.sh runs this under callgrind, collecting inside measure() only
+// (the calling thread, which runs the operation inline), for two iteration counts and reports
+// the difference per call; with --versus-mpi it runs bench/peers/mpi_per_call_instructions.cpp
+// (the same calls through Open MPI) beside it on two ranks.
+//   kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty|gather|scatter|reduce ITERATIONS
+// Alone it is a group of one; under a launcher (kolorun -n 2 valgrind ...) every rank counts its
+// own share of a real exchange (sendrecv: to the next rank, from the previous one; the rooted
+// ones from or to rank 0, 2 floats per rank).
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -14,36 +17,38 @@
 
 #include "kolo/kolo.hpp"
 
+namespace {
+enum Op { kAllreduce, kBroadcast, kBarrier, kSendrecv, kEmpty, kGather, kScatter, kReduce, kNumOps };
+const char* const kNames[kNumOps] = {"allreduce", "broadcast", "barrier", "sendrecv", "empty", "gather", "scatter", "reduce"};
+}  // namespace
+
 extern "C" __attribute__((noinline)) void measure(kolo::ProcessGroup& g, int n, int which, float* x) {
+  const int p = g.size();
   for (int i = 0; i < n; ++i) {
-    if (which == 0)
-      g.allreduce(kolo::Buffer(x, 1))->wait();
-    else if (which == 1)
-      g.broadcast(kolo::Buffer(x, 1))->wait();
-    else if (which == 2)
-      g.barrier()->wait();
-    else if (which == 4)
-      g.allreduce(kolo::Buffer(x, 0))->wait();  // count 0: nothing moves (issue's shortcut)
-    else {  // kolo-perf's sendrecv: to the next rank, from the previous one
-      const int r = g.rank(), p = g.size();
-      kolo::WorkPtr s = g.send(kolo::Buffer(x, 1), (r + 1) % p);
-      kolo::WorkPtr v = g.recv(kolo::Buffer(x + 1, 1), (r + p - 1) % p);
-      s->wait();
-      v->wait();
+    switch (which) {
+      case kAllreduce: g.allreduce(kolo::Buffer(x, 1))->wait(); break;
+      case kBroadcast: g.broadcast(kolo::Buffer(x, 1))->wait(); break;
+      case kBarrier: g.barrier()->wait(); break;
+      case kEmpty: g.allreduce(kolo::Buffer(x, 0))->wait(); break;  // count 0: nothing moves (issue's shortcut)
+      case kGather: g.gather(kolo::Buffer(x, 2), kolo::Buffer(x + 2, 2 * p))->wait(); break;
+      case kScatter: g.scatter(kolo::Buffer(x, 2 * p), kolo::Buffer(x + 2 * p, 2))->wait(); break;
+      case kReduce: g.reduce(kolo::Buffer(x, 2), kolo::Buffer(x + 2, 2))->wait(); break;
+      default: {  // kolo-perf's sendrecv: to the next rank, from the previous one
+        const int r = g.rank();
+        kolo::WorkPtr s = g.send(kolo::Buffer(x, 1), (r + 1) % p);
+        kolo::WorkPtr v = g.recv(kolo::Buffer(x + 1, 1), (r + p - 1) % p);
+        s->wait();
+        v->wait();
+      }
     }
   }
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty ITERATIONS\n");
-    return 2;
-  }
-  const char* names[] = {"allreduce", "broadcast", "barrier", "sendrecv", "empty"};
   int which = 0;
-  while (which < 5 && std::strcmp(argv[1], names[which]) != 0) ++which;
-  if (which == 5) {
-    std::fprintf(stderr, "kolo-per-call-instructions: unknown operation %s\n", argv[1]);
+  while (argc == 3 && which < kNumOps && std::strcmp(argv[1], kNames[which]) != 0) ++which;
+  if (argc != 3 || which == kNumOps) {
+    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty|gather|scatter|reduce ITERATIONS\n");
     return 2;
   }
   const int n = std::atoi(argv[2]);
@@ -57,18 +62,24 @@ int main(int argc, char** argv) {
     o.secret = "per-call-instructions";
     g = kolo::ProcessGroup::create(kolo::make_hash_store(), 0, 1, o);
   }
-  float x[2] = {1, 1};
+  float x[64] = {};  // room for 2 floats per rank, in and out, up to 8 ranks
+  if (g->size() > 8) {
+    std::fprintf(stderr, "kolo-per-call-instructions: at most 8 ranks\n");
+    return 2;
+  }
   for (int i = 0; i < 200; ++i) g->allreduce(kolo::Buffer(x, 1))->wait();  // warm: pools sized
-  if (which == 1 && g->size() > 1) {
-    // A broadcast among several ranks, in batches that the root sends at once (fewer messages
-    // than a ring holds: it never waits for room) while rank r first sleeps r x 10 ms (outside
-    // measure()), so that its messages are there when it calls: no rank polls for something not
-    // yet sent, and each count is the calls' own instructions, not the polls of a wait.
+  const bool from_root = which == kBroadcast || which == kScatter, to_root = which == kGather || which == kReduce;
+  if (g->size() > 1 && (from_root || to_root)) {
+    // In batches that the senders send at once (fewer messages than a ring holds: no sender
+    // waits for room) while the receivers first sleep 10 ms (outside measure()), so that the
+    // messages are there when they call: no rank polls for something not yet sent, and each
+    // count is the calls' own instructions, not the polls of a wait.
     constexpr int kBatch = 16;
+    const bool receives = from_root ? g->rank() != 0 : g->rank() == 0;
     for (int done = 0; done < n; done += kBatch) {
       const int batch = std::min(kBatch, n - done);
       g->barrier()->wait();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10 * g->rank()));
+      if (receives) std::this_thread::sleep_for(std::chrono::milliseconds(10 * (g->rank() + 1)));
       measure(*g, batch, which, x);
     }
   } else {
