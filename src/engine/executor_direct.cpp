@@ -140,7 +140,8 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
   return true;
 }
 
-bool Executor::run_two_rank_direct(Task& t, Work& work, bool unshared) {
+// Inlined into its two callers (run_direct, attempt_direct): a frame less on every direct call.
+[[gnu::always_inline]] inline bool Executor::run_two_rank_direct(Task& t, Work& work, bool unshared) {
   DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
   const TwoRankOutcome o =
       run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin, t.skip_sends);

@@ -155,48 +155,6 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
   return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
 }
 
-FlightEntry& FlightRecorder::claim(uint64_t* version) {
-  // One writer: the executor calls record() under its queue lock, so plain loads and stores do
-  // (no locked read-modify-write on every issue); the dumper, another thread, only reads.
-  const uint64_t n = next_.load(std::memory_order_relaxed);
-  const size_t cap = ring_.size();  // a mask for a power of two (the default 256): no division
-  FlightEntry& e = ring_[(cap & (cap - 1)) == 0 ? n & (cap - 1) : n % cap];
-  const uint64_t v = e.version.load(std::memory_order_relaxed);
-  e.version.store(v + 1, std::memory_order_relaxed);  // odd: being rewritten
-  std::atomic_thread_fence(std::memory_order_release);  // the odd version before the fields
-  *version = v;
-  return e;
-}
-
-void FlightRecorder::publish(FlightEntry& e, uint64_t version) {
-  e.version.store(version + 2, std::memory_order_release);
-  next_.store(next_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-void FlightRecorder::fill(FlightEntry& e, const Fields& f) {
-  e.seq = f.seq;
-  e.op = f.op;
-  e.algorithm = f.algorithm;
-  e.bytes = f.bytes;
-  e.root = f.root;
-  e.issued = f.issued;
-  e.state.store(f.state, std::memory_order_relaxed);
-  e.waiting_on.store(-1, std::memory_order_relaxed);
-  e.started.store(f.started, std::memory_order_relaxed);
-  e.finished.store(f.finished, std::memory_order_relaxed);
-  e.transport.store(f.transport, std::memory_order_relaxed);
-}
-
-FlightEntry* FlightRecorder::record(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                                    bool stamp) {
-  if (ring_.empty()) return nullptr;
-  uint64_t v;
-  FlightEntry& e = claim(&v);
-  fill(e, {seq, op, algorithm, bytes, root, stamp ? ticks_now() : 0, FlightEntry::queued, 0, 0, ""});
-  publish(e, v);
-  return &e;
-}
-
 void FlightRecorder::record_ran(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
                                 const char* transport) {
   if (ring_.empty()) return;
