@@ -81,29 +81,29 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int size() const;
   const std::string& name() const;
 
-  WorkPtr broadcast(Buffer buf, const BroadcastOptions& opts = {});
-  WorkPtr allreduce(Buffer send, Buffer recv, const AllreduceOptions& opts = {});
-  WorkPtr allreduce(Buffer inout, const AllreduceOptions& opts = {}) { return allreduce(inout, inout, opts); }
+  WorkPtr broadcast(const Buffer& buf, const BroadcastOptions& opts = {});
+  WorkPtr allreduce(const Buffer& send, const Buffer& recv, const AllreduceOptions& opts = {});
+  WorkPtr allreduce(const Buffer& inout, const AllreduceOptions& opts = {}) { return allreduce(inout, inout, opts); }
   // recv matters on the root only (other ranks may pass an empty Buffer).
-  WorkPtr reduce(Buffer send, Buffer recv, const ReduceOptions& opts = {});
-  WorkPtr allgather(Buffer send, Buffer recv, const AllgatherOptions& opts = {});
-  WorkPtr gather(Buffer send, Buffer recv, const GatherOptions& opts = {});
-  WorkPtr scatter(Buffer send, Buffer recv, const ScatterOptions& opts = {});
-  WorkPtr reduce_scatter(Buffer send, Buffer recv, const ReduceScatterOptions& opts = {});
-  WorkPtr alltoall(Buffer send, Buffer recv, const AllToAllOptions& opts = {});
+  WorkPtr reduce(const Buffer& send, const Buffer& recv, const ReduceOptions& opts = {});
+  WorkPtr allgather(const Buffer& send, const Buffer& recv, const AllgatherOptions& opts = {});
+  WorkPtr gather(const Buffer& send, const Buffer& recv, const GatherOptions& opts = {});
+  WorkPtr scatter(const Buffer& send, const Buffer& recv, const ScatterOptions& opts = {});
+  WorkPtr reduce_scatter(const Buffer& send, const Buffer& recv, const ReduceScatterOptions& opts = {});
+  WorkPtr alltoall(const Buffer& send, const Buffer& recv, const AllToAllOptions& opts = {});
   // Counts and displacements in elements, one per rank. The count rank i sends to rank j must
   // equal the count rank j expects from rank i (checked: a mismatch is a MismatchError).
-  WorkPtr alltoallv(Buffer send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
-                    Buffer recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+  WorkPtr alltoallv(const Buffer& send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
+                    const Buffer& recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                     const AllToAllOptions& opts = {});
   WorkPtr barrier(const BarrierOptions& opts = {});
-  WorkPtr send(Buffer buf, int dst, const SendOptions& opts = {});
+  WorkPtr send(const Buffer& buf, int dst, const SendOptions& opts = {});
   // `src` may be kAnySource: the receive takes the next message with opts.tag that any rank
   // sends this rank (its size must equal buf's, as for a named source), and the Work's
   // source_rank() says which rank sent it. Unlike a receive from a named rank, it holds the
   // group's later operations until such a message has arrived (docs/ARCHITECTURE.md,
   // "Point-to-point").
-  WorkPtr recv(Buffer buf, int src, const RecvOptions& opts = {});
+  WorkPtr recv(const Buffer& buf, int src, const RecvOptions& opts = {});
 
   // Collective over this group. Ranks with the same color form a new group ordered by (key,
   // rank); color < 0 takes no part and gets nullptr. Every member of a color must pass the same

@@ -281,6 +281,14 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   return op;
 }
 
+// A buffer a non-root rank passed empty, given the dtype of the one it passed for real: its
+// dtype must not fail the check that both buffers hold the same type.
+static Buffer like(const Buffer& b, DataType dtype) {
+  Buffer c = b;
+  c.dtype = dtype;
+  return c;
+}
+
 static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv, size_t count) {
   CollArgs a;
   a.kind = kind;
@@ -291,52 +299,52 @@ static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv,
   return a;
 }
 
-WorkPtr ProcessGroup::broadcast(Buffer buf, const BroadcastOptions& opts) {
+WorkPtr ProcessGroup::broadcast(const Buffer& buf, const BroadcastOptions& opts) {
   CollArgs a = make_args(CollKind::broadcast, buf, buf, buf.count);
   a.root = opts.root;
   return impl_->issue(std::move(a), buf, buf, opts);
 }
 
-WorkPtr ProcessGroup::allreduce(Buffer send, Buffer recv, const AllreduceOptions& opts) {
+WorkPtr ProcessGroup::allreduce(const Buffer& send, const Buffer& recv, const AllreduceOptions& opts) {
   CollArgs a = make_args(CollKind::allreduce, send, recv, send.count);
   a.op = opts.op;
   return impl_->issue(std::move(a), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::reduce(Buffer send, Buffer recv, const ReduceOptions& opts) {
+WorkPtr ProcessGroup::reduce(const Buffer& send, const Buffer& recv, const ReduceOptions& opts) {
   CollArgs a = make_args(CollKind::reduce, send, recv, send.count);
   a.op = opts.op;
   a.root = opts.root;
-  if (rank() != opts.root && recv.ptr == nullptr) recv.dtype = send.dtype;
+  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(std::move(a), send, like(recv, send.dtype), opts);
   return impl_->issue(std::move(a), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::allgather(Buffer send, Buffer recv, const AllgatherOptions& opts) {
+WorkPtr ProcessGroup::allgather(const Buffer& send, const Buffer& recv, const AllgatherOptions& opts) {
   return impl_->issue(make_args(CollKind::allgather, send, recv, send.count), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::gather(Buffer send, Buffer recv, const GatherOptions& opts) {
+WorkPtr ProcessGroup::gather(const Buffer& send, const Buffer& recv, const GatherOptions& opts) {
   CollArgs a = make_args(CollKind::gather, send, recv, send.count);
   a.root = opts.root;
-  if (rank() != opts.root && recv.ptr == nullptr) recv.dtype = send.dtype;
+  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(std::move(a), send, like(recv, send.dtype), opts);
   return impl_->issue(std::move(a), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::scatter(Buffer send, Buffer recv, const ScatterOptions& opts) {
+WorkPtr ProcessGroup::scatter(const Buffer& send, const Buffer& recv, const ScatterOptions& opts) {
   CollArgs a = make_args(CollKind::scatter, recv, recv, recv.count);
   a.send = send.ptr;
   a.root = opts.root;
-  if (rank() != opts.root && send.ptr == nullptr) send.dtype = recv.dtype;
+  if (rank() != opts.root && send.ptr == nullptr) return impl_->issue(std::move(a), like(send, recv.dtype), recv, opts);
   return impl_->issue(std::move(a), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::reduce_scatter(Buffer send, Buffer recv, const ReduceScatterOptions& opts) {
+WorkPtr ProcessGroup::reduce_scatter(const Buffer& send, const Buffer& recv, const ReduceScatterOptions& opts) {
   CollArgs a = make_args(CollKind::reduce_scatter, send, recv, recv.count);
   a.op = opts.op;
   return impl_->issue(std::move(a), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::alltoall(Buffer send, Buffer recv, const AllToAllOptions& opts) {
+WorkPtr ProcessGroup::alltoall(const Buffer& send, const Buffer& recv, const AllToAllOptions& opts) {
   size_t n = static_cast<size_t>(size());
   if (send.count % n != 0)
     throw InvalidArgument("kolo: alltoall refused: send count " + std::to_string(send.count) + " is not a multiple of the group size " +
@@ -347,8 +355,8 @@ WorkPtr ProcessGroup::alltoall(Buffer send, Buffer recv, const AllToAllOptions& 
   return impl_->issue(make_args(CollKind::alltoall, send, recv, send.count / n), send, recv, opts);
 }
 
-WorkPtr ProcessGroup::alltoallv(Buffer send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
-                                Buffer recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+WorkPtr ProcessGroup::alltoallv(const Buffer& send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
+                                const Buffer& recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                 const AllToAllOptions& opts) {
   CollArgs a = make_args(CollKind::alltoallv, send, recv, 0);
   a.v = std::make_shared<const algo::VarCounts>(algo::VarCounts{send_counts, send_displs, recv_counts, recv_displs});
@@ -362,14 +370,14 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   return impl_->issue(std::move(a), Buffer(), Buffer(), opts);
 }
 
-WorkPtr ProcessGroup::send(Buffer buf, int dst, const SendOptions& opts) {
+WorkPtr ProcessGroup::send(const Buffer& buf, int dst, const SendOptions& opts) {
   CollArgs a = make_args(CollKind::send, buf, Buffer(), buf.count);
   a.root = dst;
   a.tag = opts.tag;
   return impl_->issue(std::move(a), buf, Buffer(), opts);
 }
 
-WorkPtr ProcessGroup::recv(Buffer buf, int src, const RecvOptions& opts) {
+WorkPtr ProcessGroup::recv(const Buffer& buf, int src, const RecvOptions& opts) {
   CollArgs a = make_args(CollKind::recv, buf, buf, buf.count);
   a.send = nullptr;
   a.root = src;
