@@ -155,17 +155,6 @@ std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, 
   return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
 }
 
-void FlightRecorder::record_ran(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                                const char* transport) {
-  if (ring_.empty()) return;
-  uint64_t v;
-  FlightEntry& e = claim(&v);
-  const uint64_t now = date_direct();
-  fill(e, {seq, op, algorithm, bytes, root, 0, FlightEntry::done, now, now, transport});
-  publish(e, v);
-  if (!trace_path_.empty()) trace_event(e);
-}
-
 void FlightRecorder::started(FlightEntry* e, const char* transport, bool stamp) {
   if (!e) return;
   if (stamp) e->started.store(ticks_now(), std::memory_order_relaxed);

@@ -86,7 +86,15 @@ class FlightRecorder {
   // record() and ran() in one write, after the fact: for an operation that completed before its
   // issuing call let go of the queue lock, so that the ring stays in issue order.
   void record_ran(uint64_t seq, const char* op, const char* algorithm, uint64_t bytes, int root,
-                  const char* transport);
+                  const char* transport) {  // inline: every send or receive done at once passes here
+    if (ring_.empty()) return;
+    uint64_t v;
+    FlightEntry& e = claim(&v);
+    const uint64_t now = date_direct();
+    fill(e, {seq, op, algorithm, bytes, root, 0, FlightEntry::done, now, now, transport});
+    publish(e, v);
+    if (!trace_path_.empty()) trace_event(e);
+  }
 
   // The ring as JSON / text, oldest first; `reason` says why it was dumped.
   std::string json(const std::string& reason) const;
