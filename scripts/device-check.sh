@@ -76,6 +76,8 @@ setup_env() {
   step probe
   date -u; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv,noheader
   echo "kernel $(uname -r), $(head -1 /etc/os-release), $(nproc) cores"
+  # Whether cycles and instructions can be counted there (perf_event_open needs arch_perfmon).
+  echo "pmu: $(grep -m1 -o arch_perfmon /proc/cpuinfo || echo none), perf: $(command -v perf || echo absent), paranoid $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"
   ldd "$B/tests/cuda/cuda-test" "$B/bench/perf/kolo-perf" "$B/examples/train/kolo-train" | grep 'not found'
 }
 
@@ -149,11 +151,14 @@ run_ab() {
   # folder) goes before RUNPATH, so each configuration passes its own to the ranks.
   local libs=$D/lib:/usr/local/cuda/lib64
   # AB_RANKS, AB_COLLS, AB_ARGS (sizes and iterations), AB_REPS and AB_WARM narrow or widen it.
+  # AB_VARIANTS="label=VAR=value ...": more configurations of this build, one per word, each
+  # with one environment variable (a tunable, or an experiment's switch).
+  local cfgs=("base|$D/base|LD_LIBRARY_PATH=$D/base:$libs" "new|$B|LD_LIBRARY_PATH=$B:$libs") v
+  for v in ${AB_VARIANTS:-}; do cfgs+=("${v%%=*}|$B|LD_LIBRARY_PATH=$B:$libs ${v#*=}"); done
   for n in ${AB_RANKS:-2 4}; do
     for c in ${AB_COLLS:-broadcast allreduce}; do
       echo "-- $c, $n ranks"
-      WARM=${AB_WARM:-20} timeout 120 scripts/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" \
-        "base|$D/base|LD_LIBRARY_PATH=$D/base:$libs" "new|$B|LD_LIBRARY_PATH=$B:$libs"
+      WARM=${AB_WARM:-20} timeout 150 scripts/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" "${cfgs[@]}"
     done
   done > "$OUT/ab.log" 2>&1
   summary+=("ab: rc=$?")

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 #include "kolo/types.hpp"
 
@@ -38,12 +39,15 @@ struct CollArgs {
   size_t count = 0;
   int root = 0;  // also the peer for send/recv
   uint32_t tag = 0;  // send/recv only
-  // alltoallv only (null otherwise). Behind a pointer because every operation's arguments are
-  // moved into and out of the engine's queue: four vectors there cost every collective.
-  std::shared_ptr<const VarCounts> v;
+  // alltoallv only (null otherwise). Behind a plain pointer, so that the arguments are a plain
+  // struct that every issue copies with a few moves: its owner (the Task, for an issued
+  // operation) keeps it alive. A shared_ptr here made every copy, move and destruction of the
+  // arguments of every collective test and update a control block.
+  const VarCounts* v = nullptr;
 
   size_t elem_size() const { return dtype_size(dtype); }
   size_t bytes() const { return count * elem_size(); }  // per-rank bytes
 };
+static_assert(std::is_trivially_copyable_v<CollArgs>, "CollArgs is copied on every issue: keep it a plain struct");
 
 }  // namespace kolo::algo

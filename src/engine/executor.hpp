@@ -56,6 +56,8 @@ struct Task {
   // The group it belongs to when that is a subgroup sharing this executor's connections
   // (ProcessGroup::split with share_connections); null for the executor's own group.
   std::shared_ptr<const GroupInfo> group;
+  // alltoallv's counts and displacements, which args.v points to: kept while the task lives.
+  std::shared_ptr<const algo::VarCounts> var_counts;
 };
 
 // A Work with its task in the same block (one allocation from the group's Work pool).

@@ -84,7 +84,9 @@ struct ProcessGroup::Impl {
   std::map<std::vector<int>, int> member_subgroups;  // subgroup_of_members calls per member list
   bool shut_down = false;
 
-  WorkPtr issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts);
+  // `var_counts`: alltoallv's, which args.v points to (the task keeps them); null otherwise.
+  WorkPtr issue(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
+                std::shared_ptr<const algo::VarCounts>* var_counts = nullptr);
 };
 
 // Groups created under one name get distinct store prefixes, in the same order on every rank.
@@ -208,7 +210,8 @@ static bool moves_nothing(const CollArgs& a) {
 static void run_nothing(algo::Comm&) {}
 static const algo::Algorithm kNothingToMove{"none (count 0)", CollKind::allreduce, nullptr, run_nothing};
 
-WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffer& recv, const CommonOptions& opts) {
+WorkPtr ProcessGroup::Impl::issue(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
+                                  std::shared_ptr<const algo::VarCounts>* var_counts) {
   engine::validate(args, send, recv, rank, size);
   // A receive from any source runs its algorithm like a collective (to completion, in issue
   // order: recv_any.cpp) but is stamped like a point-to-point message.
@@ -268,7 +271,8 @@ WorkPtr ProcessGroup::Impl::issue(CollArgs args, const Buffer& send, const Buffe
   t.overlap = opts.overlap;
   if (shared) t.group = shared;
   if (p2p && args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*op, args.root);
-  t.args = std::move(args);
+  t.args = args;
+  if (var_counts) t.var_counts = std::move(*var_counts);
   if (shared) last = op;
   if (empty && executor->collectives_done(lk) && !executor->failed()) {
     // Every earlier collective has completed and nothing is to move: complete now, without the
@@ -302,21 +306,21 @@ static CollArgs make_args(CollKind kind, const Buffer& send, const Buffer& recv,
 WorkPtr ProcessGroup::broadcast(const Buffer& buf, const BroadcastOptions& opts) {
   CollArgs a = make_args(CollKind::broadcast, buf, buf, buf.count);
   a.root = opts.root;
-  return impl_->issue(std::move(a), buf, buf, opts);
+  return impl_->issue(a, buf, buf, opts);
 }
 
 WorkPtr ProcessGroup::allreduce(const Buffer& send, const Buffer& recv, const AllreduceOptions& opts) {
   CollArgs a = make_args(CollKind::allreduce, send, recv, send.count);
   a.op = opts.op;
-  return impl_->issue(std::move(a), send, recv, opts);
+  return impl_->issue(a, send, recv, opts);
 }
 
 WorkPtr ProcessGroup::reduce(const Buffer& send, const Buffer& recv, const ReduceOptions& opts) {
   CollArgs a = make_args(CollKind::reduce, send, recv, send.count);
   a.op = opts.op;
   a.root = opts.root;
-  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(std::move(a), send, like(recv, send.dtype), opts);
-  return impl_->issue(std::move(a), send, recv, opts);
+  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(a, send, like(recv, send.dtype), opts);
+  return impl_->issue(a, send, recv, opts);
 }
 
 WorkPtr ProcessGroup::allgather(const Buffer& send, const Buffer& recv, const AllgatherOptions& opts) {
@@ -326,22 +330,22 @@ WorkPtr ProcessGroup::allgather(const Buffer& send, const Buffer& recv, const Al
 WorkPtr ProcessGroup::gather(const Buffer& send, const Buffer& recv, const GatherOptions& opts) {
   CollArgs a = make_args(CollKind::gather, send, recv, send.count);
   a.root = opts.root;
-  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(std::move(a), send, like(recv, send.dtype), opts);
-  return impl_->issue(std::move(a), send, recv, opts);
+  if (rank() != opts.root && recv.ptr == nullptr) return impl_->issue(a, send, like(recv, send.dtype), opts);
+  return impl_->issue(a, send, recv, opts);
 }
 
 WorkPtr ProcessGroup::scatter(const Buffer& send, const Buffer& recv, const ScatterOptions& opts) {
   CollArgs a = make_args(CollKind::scatter, recv, recv, recv.count);
   a.send = send.ptr;
   a.root = opts.root;
-  if (rank() != opts.root && send.ptr == nullptr) return impl_->issue(std::move(a), like(send, recv.dtype), recv, opts);
-  return impl_->issue(std::move(a), send, recv, opts);
+  if (rank() != opts.root && send.ptr == nullptr) return impl_->issue(a, like(send, recv.dtype), recv, opts);
+  return impl_->issue(a, send, recv, opts);
 }
 
 WorkPtr ProcessGroup::reduce_scatter(const Buffer& send, const Buffer& recv, const ReduceScatterOptions& opts) {
   CollArgs a = make_args(CollKind::reduce_scatter, send, recv, recv.count);
   a.op = opts.op;
-  return impl_->issue(std::move(a), send, recv, opts);
+  return impl_->issue(a, send, recv, opts);
 }
 
 WorkPtr ProcessGroup::alltoall(const Buffer& send, const Buffer& recv, const AllToAllOptions& opts) {
@@ -359,22 +363,23 @@ WorkPtr ProcessGroup::alltoallv(const Buffer& send, const std::vector<size_t>& s
                                 const Buffer& recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                 const AllToAllOptions& opts) {
   CollArgs a = make_args(CollKind::alltoallv, send, recv, 0);
-  a.v = std::make_shared<const algo::VarCounts>(algo::VarCounts{send_counts, send_displs, recv_counts, recv_displs});
-  return impl_->issue(std::move(a), send, recv, opts);
+  auto counts = std::make_shared<const algo::VarCounts>(algo::VarCounts{send_counts, send_displs, recv_counts, recv_displs});
+  a.v = counts.get();
+  return impl_->issue(a, send, recv, opts, &counts);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   CollArgs a;
   a.kind = CollKind::barrier;
   a.dtype = DataType::uint8;
-  return impl_->issue(std::move(a), Buffer(), Buffer(), opts);
+  return impl_->issue(a, Buffer(), Buffer(), opts);
 }
 
 WorkPtr ProcessGroup::send(const Buffer& buf, int dst, const SendOptions& opts) {
   CollArgs a = make_args(CollKind::send, buf, Buffer(), buf.count);
   a.root = dst;
   a.tag = opts.tag;
-  return impl_->issue(std::move(a), buf, Buffer(), opts);
+  return impl_->issue(a, buf, Buffer(), opts);
 }
 
 WorkPtr ProcessGroup::recv(const Buffer& buf, int src, const RecvOptions& opts) {
@@ -382,7 +387,7 @@ WorkPtr ProcessGroup::recv(const Buffer& buf, int src, const RecvOptions& opts) 
   a.send = nullptr;
   a.root = src;
   a.tag = opts.tag;
-  return impl_->issue(std::move(a), Buffer(), buf, opts);
+  return impl_->issue(a, Buffer(), buf, opts);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, const SplitOptions& opts) {

@@ -120,6 +120,7 @@ std::shared_ptr<Operation> SpareWorks::take(const char* op_name, uint64_t seq) {
       t.deferred = false;
       t.ticket = 0;
       t.fr = nullptr;
+      if (t.var_counts) t.var_counts.reset();  // an alltoallv's: released with its Work's renewal
       WorkAccess::renew(*s->op(), op_name, seq);
     } else {
       // New, or it went through the queue (runner set), failed, or had a waiter or a callback:

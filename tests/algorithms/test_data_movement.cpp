@@ -241,15 +241,15 @@ std::string run_alltoallv(const algo::Algorithm& algo, int nranks, size_t scale,
   const std::string what = std::to_string(nranks) + " ranks, scale " + std::to_string(scale) + ", " + dtype_name(t) +
                            (in_place ? ", in-place: " : ": ");
   std::vector<CollArgs> args(P);
+  std::vector<VarCounts> counts(P);  // args[r].v points here
   std::vector<GuardedBuffer> send(P), recv(P);
   std::vector<std::vector<unsigned char>> before(P);
   for (size_t r = 0; r < P; ++r) {
     CollArgs& a = args[r];
     a.kind = CollKind::alltoallv;
     a.dtype = t;
-    auto counts = std::make_shared<VarCounts>();
-    VarCounts& v = *counts;
-    a.v = counts;
+    VarCounts& v = counts[r];
+    a.v = &v;
     v.send_counts.resize(P);
     v.send_displs.resize(P);
     v.recv_counts.resize(P);
