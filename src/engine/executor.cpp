@@ -94,7 +94,7 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
     // engine thread's to judge (due()).
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
-    notify = !t.deferred;
+    notify = !t.deferred || wake_for_deferred(t);
     if (t.type != Task::Type::close && t.fr == nullptr)  // a direct attempt that handed over has one
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);
@@ -374,6 +374,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
           for (size_t i = 1; i < queue_.size(); ++i) queue_[i]->deferred = false;
         }
         *out = &f;
+        idle_timers_ = 0;  // working: the next idle spell starts with windows again
         queue_.pop_front();
         add_queued(-1);
         return true;
@@ -408,7 +409,12 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
         // Sends or receives in flight need polling (whoever posted them should have woken this
         // thread; this bounds the cost should one not have).
         if (pending_n_.load(std::memory_order_acquire) > 0) break;
-        until = now + idle_sleep();
+        if (window_stretch_ == kMaxStretch && ++idle_timers_ >= kDeepIdleAfter) {
+          idle_deep_ = true;  // from now on a deferred operation wakes this thread (submit)
+          until = now + kIdleCheck;
+        } else {
+          until = now + idle_sleep();
+        }
         continue;
       }
       const Task& f = *queue_.front();
@@ -418,6 +424,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
     }
     run.lock();
     lk.lock();
+    idle_deep_ = false;  // awake: a deferred operation is seen at the next look, as before
   }
 }
 

@@ -234,6 +234,21 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   uint64_t front_seen_ticket_ = UINT64_MAX;
   std::chrono::steady_clock::time_point front_seen_at_;
   std::atomic<bool> predict_inline_{true};  // callers have been waiting right after issuing
+  // Long idle (under mu_): the engine thread found the queue empty at kDeepIdleAfter stretched
+  // windows since it last took an operation itself, and sleeps the idle check's 10 ms instead of
+  // a window (3.2 ms), so an idle group wakes it ~100 times a second, not ~310; meanwhile whoever
+  // queues a deferred operation wakes it, which a deferred operation otherwise does not (submit,
+  // run_direct's hand-over). Operations their callers ran (the direct path, a waiter running a
+  // deferred one) do not end the idle spell: the engine thread did nothing for them.
+  static constexpr unsigned kDeepIdleAfter = 4;
+  unsigned idle_timers_ = 0;  // empty timers since the engine thread last took an operation
+  bool idle_deep_ = false;
+  // Under mu_: whether queuing deferred task `t` must wake the engine thread (it sleeps long).
+  bool wake_for_deferred(const Task& t) {
+    if (!t.deferred || !idle_deep_) return false;
+    idle_deep_ = false;
+    return true;
+  }
 
   // Held by whichever thread runs operations or polls the transports. Given back by a plain store
   // (asymmetric_lock.hpp): the direct path gives it back right after its last send.
