@@ -20,7 +20,8 @@
 #          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription);
 #          CMP_COLLECTIVES narrows the list.
 # ab:      scripts/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
-#          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores).
+#          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores); AB_VARIANTS
+#          adds configurations of BUILD with an environment variable each (a tunable's value).
 # algos:   scripts/ab-perf.sh, this build's automatic choice against each other algorithm by
 #          name (KOLO_ALGO), 8 B to 32 KiB, 3, 4 and 8 ranks on idle cores: the small-message
 #          selection measured where ranks do not outnumber cores (scripts/algo-ab.sh; COLLS
