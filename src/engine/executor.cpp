@@ -94,7 +94,7 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
     // engine thread's to judge (due()).
     t.deferred = inline_enabled_ && !t.overlap && t.type != Task::Type::close &&
                  predict_inline_.load(std::memory_order_relaxed);
-    notify = !t.deferred || wake_for_deferred(t);
+    notify = !t.deferred || wake_for_deferred();
     if (t.type != Task::Type::close && t.fr == nullptr)  // a direct attempt that handed over has one
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);

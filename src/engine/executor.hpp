@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "algorithms/algorithm.hpp"
 #include "common/asymmetric_lock.hpp"
@@ -243,12 +244,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   static constexpr unsigned kDeepIdleAfter = 4;
   unsigned idle_timers_ = 0;  // empty timers since the engine thread last took an operation
   bool idle_deep_ = false;
-  // Under mu_: whether queuing deferred task `t` must wake the engine thread (it sleeps long).
-  bool wake_for_deferred(const Task& t) {
-    if (!t.deferred || !idle_deep_) return false;
-    idle_deep_ = false;
-    return true;
-  }
+  // Under mu_, queuing a deferred task: whether that must wake the engine thread (it sleeps long).
+  bool wake_for_deferred() { return std::exchange(idle_deep_, false); }
 
   // Held by whichever thread runs operations or polls the transports. Given back by a plain store
   // (asymmetric_lock.hpp): the direct path gives it back right after its last send.

@@ -54,7 +54,7 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   t.work = work;
   WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
   t.deferred = inline_enabled_ && predict_inline_.load(std::memory_order_relaxed);
-  notify = !t.deferred || wake_for_deferred(t);
+  notify = !t.deferred || wake_for_deferred();
   queue_.push_front(&t);
   add_queued(1);
   lk.unlock();
