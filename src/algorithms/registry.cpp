@@ -21,6 +21,7 @@ extern const Algorithm kRecvAny;
 extern const Algorithm kAllreduceOneshot;
 extern const Algorithm kAlltoallDirect;
 extern const Algorithm kBarrierCentral;
+extern const Algorithm kBroadcastDirect;
 
 const std::vector<const Algorithm*>& all_algorithms() {
   static const std::vector<const Algorithm*> list = {
@@ -40,6 +41,7 @@ const std::vector<const Algorithm*>& all_algorithms() {
       &kAllreduceOneshot,
       &kAlltoallDirect,
       &kBarrierCentral,
+      &kBroadcastDirect,
   };
   return list;
 }

@@ -22,8 +22,10 @@
 // Two ranks on one host always take the rule's choice: the model's alpha does not fit them.
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd (direct on one host of at most 4 ranks); above: ring
-//   broadcast       ring once the buffer is above KOLO_TREE_MAX_BYTES and spans at least
-//                   nranks chunks (KOLO_CHUNK_BYTES), so the chain's pipeline fills; else tree
+//   broadcast       direct (the root sends to each) on one host of 3-8 ranks while the P-1
+//                   copies it sends stay within 4 KiB; ring once the buffer is above
+//                   KOLO_TREE_MAX_BYTES and spans at least nranks chunks (KOLO_CHUNK_BYTES), so
+//                   the chain's pipeline fills; else tree
 //   reduce          <= KOLO_SMALL_BYTES: direct (on one host only while the root's P-1
 //                   incoming blocks stay within 8 KiB); above: tree
 //   gather          on one host of at most 8 ranks: direct. Elsewhere <= KOLO_SMALL_BYTES: tree
@@ -142,6 +144,10 @@ constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1)
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
 constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
+// Direct broadcast: (P-1) x bytes sent by the root, at 3-8 ranks (measured on 2 cores only:
+// 0.3-0.7 against the tree's 0.3-1.5 us up to 1 KiB, level at 6 KiB, slower from 12 KiB).
+constexpr int64_t kBroadcastDirectMaxBytes = 4 << 10;
+constexpr int kBroadcastDirectMaxRanks = 8;
 // Central barrier: rank 0 takes P-1 arrivals and sends P-1 releases one after the other, which
 // beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
 // on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
@@ -174,6 +180,8 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
     case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
     case CollKind::allgather: return named(args.kind, !is_small ? "ring" : one_host && nranks <= 4 ? "direct" : "rd");
     case CollKind::broadcast: {
+      if (one_host && nranks >= 3 && nranks <= kBroadcastDirectMaxRanks && others <= kBroadcastDirectMaxBytes)
+        return named(args.kind, "direct");
       const bool pipeline_fills = bytes > t.tree_max_bytes && bytes / nranks >= t.chunk_bytes;
       return named(args.kind, nranks > 1 && pipeline_fills ? "ring" : "tree");
     }

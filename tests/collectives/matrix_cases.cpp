@@ -21,7 +21,7 @@ struct CollInfo {
 
 const std::vector<CollInfo>& infos() {
   static const std::vector<CollInfo> table = {
-      {Coll::broadcast, "broadcast", {"", "ring", "tree"}},
+      {Coll::broadcast, "broadcast", {"", "ring", "tree", "direct"}},
       {Coll::allreduce, "allreduce", {"", "ring", "tree", "rd"}},
       {Coll::reduce, "reduce", {"", "tree", "direct"}},
       {Coll::allgather, "allgather", {"", "ring", "direct", "rd"}},

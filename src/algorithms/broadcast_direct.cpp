@@ -1,0 +1,36 @@
+// Broadcast "direct": the root sends the whole buffer straight to every other rank (one round;
+// the root sends P-1 messages, every other rank receives one). For small buffers on one host:
+// no rank waits for another to forward, which with more ranks than cores is a wait for that
+// rank to be scheduled, and a small message costs the root one ring slot per peer rather than a
+// round's latency. Large buffers belong to the tree and the ring: here the root sends all of them.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/partition.hpp"
+#include "algorithms/temp_list.hpp"
+
+namespace kolo::algo {
+namespace {
+
+void run(Comm& comm) {
+  const CollArgs& a = comm.args();
+  const int P = comm.size(), r = comm.rank(), root = a.root;
+  const size_t bytes = a.bytes();
+  // As broadcast_tree.cpp: one buffer in either field; the root's input copied over if both differ.
+  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
+  if (r == root && a.send != nullptr) copy_unless_same(buf, a.send, bytes);
+  if (P == 1 || bytes == 0) return;
+  if (r != root) {
+    comm.wait(comm.irecv(root, buf, bytes));
+    return;
+  }
+  // The peers in rank order after the root, as the other rooted "direct" algorithms send.
+  TempList<Req> sends(comm);
+  for (int i = 1; i < P; ++i) sends.push_back(comm.isend(add_mod(r, i, P), buf, bytes));
+  comm.wait_all(sends);
+}
+
+}  // namespace
+
+extern const Algorithm kBroadcastDirect;
+const Algorithm kBroadcastDirect{"direct", CollKind::broadcast, nullptr, run, kAnyRanks, true};
+
+}  // namespace kolo::algo
