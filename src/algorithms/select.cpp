@@ -22,7 +22,7 @@
 // Two ranks on one host always take the rule's choice: the model's alpha does not fit them.
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd (direct on one host of at most 4 ranks); above: ring
-//   broadcast       direct (the root sends to each) on one host of 3-8 ranks while the P-1
+//   broadcast       direct (the root sends to each) on one host of 3-4 ranks while the P-1
 //                   copies it sends stay within 4 KiB; ring once the buffer is above
 //                   KOLO_TREE_MAX_BYTES and spans at least nranks chunks (KOLO_CHUNK_BYTES), so
 //                   the chain's pipeline fills; else tree
@@ -144,10 +144,13 @@ constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1)
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
 constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
-// Direct broadcast: (P-1) x bytes sent by the root, at 3-8 ranks (measured on 2 cores only:
-// 0.3-0.7 against the tree's 0.3-1.5 us up to 1 KiB, level at 6 KiB, slower from 12 KiB).
+// Direct broadcast: (P-1) x bytes sent by the root, at 3-4 ranks. Measured on 2 cores (4 ranks:
+// 0.4-0.5 against the tree's 0.6-1.0 us up to 512 B, level at 6 KiB sent, slower from 12 KiB).
+// At 8 ranks it won there too (0.7 against 0.9-1.5 us), but on 16 idle cores the same shape
+// (scatter's root sending 7 blocks) lost to the tree at 8 ranks, so 8 keeps the tree until
+// measured there.
 constexpr int64_t kBroadcastDirectMaxBytes = 4 << 10;
-constexpr int kBroadcastDirectMaxRanks = 8;
+constexpr int kBroadcastDirectMaxRanks = 4;
 // Central barrier: rank 0 takes P-1 arrivals and sends P-1 releases one after the other, which
 // beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
 // on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
