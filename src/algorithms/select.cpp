@@ -30,8 +30,9 @@
 //                   incoming blocks stay within 8 KiB); above: tree
 //   gather          on one host of at most 8 ranks: direct. Elsewhere <= KOLO_SMALL_BYTES: tree
 //                   (log2 P messages at the root); above: direct (no block is forwarded twice)
-//   scatter         <= KOLO_SMALL_BYTES: tree (on one host only while the whole buffer is within
-//                   16 KiB, so that the blocks it forwards stay small); above: direct
+//   scatter         direct on one host of at most 4 ranks. Elsewhere <= KOLO_SMALL_BYTES: tree
+//                   (on one host only while the whole buffer is within 16 KiB, so that the
+//                   blocks it forwards stay small); above: direct
 //   alltoall        direct (one round) on one host of 3 or more ranks while a block is within
 //                   8 KiB; else pairwise
 //   barrier         central (everyone to rank 0 and back) on one host of 3 to 8 ranks; else
@@ -143,6 +144,11 @@ const Algorithm& named(CollKind kind, const char* name) {
 constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1) x bytes sent
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
+// Up to 4 ranks on one host the scatter is direct at every size: at 4 ranks on 2 cores the
+// tree's forwarding rank made it 0.46-0.78 against direct's 0.29-0.44 us from 16 B to 4 KiB
+// (1.46 against 1.05 at 16 KiB; 11 interleaved repetitions of 20 calls); at 3 ranks the binomial
+// tree is the same two sends. 8 ranks keep the tree below 16 KiB (measured on 16 cores).
+constexpr int kScatterDirectMaxRanks = 4;
 constexpr int64_t kAlltoallDirectMaxBytes = 8 << 10;  // direct all-to-all: one block
 // Direct broadcast: (P-1) x bytes sent by the root, at 3-4 ranks. Measured on 2 cores (4 ranks:
 // 0.4-0.5 against the tree's 0.6-1.0 us up to 512 B, level at 6 KiB sent, slower from 12 KiB).
@@ -194,6 +200,7 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
       if (one_host && nranks <= 8) return named(args.kind, "direct");
       return named(args.kind, is_small ? "tree" : "direct");
     case CollKind::scatter:
+      if (one_host && nranks <= kScatterDirectMaxRanks) return named(args.kind, "direct");
       return named(args.kind, is_small && !(one_host && bytes * nranks > kScatterTreeMaxBytes) ? "tree" : "direct");
     case CollKind::alltoall:
       return named(args.kind, one_host && nranks >= 3 && bytes <= kAlltoallDirectMaxBytes ? "direct" : "pairwise");

@@ -79,8 +79,8 @@ TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::reduce, 1025, 4), "tree");
   EXPECT_EQ(pick(CollKind::gather, 1024, 16), "tree");
   EXPECT_EQ(pick(CollKind::gather, 1025, 16), "direct");
-  EXPECT_EQ(pick(CollKind::scatter, 1024, 4), "tree");
-  EXPECT_EQ(pick(CollKind::scatter, 1025, 4), "direct");
+  EXPECT_EQ(pick(CollKind::scatter, 1024, 8), "tree");
+  EXPECT_EQ(pick(CollKind::scatter, 1025, 8), "direct");
   // Broadcast: the chain only once the buffer is big and spans a chunk per rank.
   EXPECT_EQ(pick(CollKind::broadcast, 8192, 4), "tree");
   EXPECT_EQ(pick(CollKind::broadcast, 8193, 4), "ring");
@@ -125,8 +125,12 @@ TEST_F(Select, OneHostSmallMessagesTakeOneRoundUpToFourRanks) {
   EXPECT_EQ(pick(CollKind::reduce, 1170, 8), "direct");
   EXPECT_EQ(pick(CollKind::reduce, 1171, 8), "tree");
   // Scatter's tree while the root's buffer is within 16 KiB (its forwarded blocks stay small).
-  EXPECT_EQ(pick(CollKind::scatter, 4096, 4), "tree");
-  EXPECT_EQ(pick(CollKind::scatter, 4097, 4), "direct");
+  // Up to 4 ranks the scatter is direct at every size (no rank forwards another's block).
+  for (int p : {3, 4}) {
+    EXPECT_EQ(pick(CollKind::scatter, 8, p), "direct") << p;
+    EXPECT_EQ(pick(CollKind::scatter, 4096, p), "direct") << p;
+  }
+  EXPECT_EQ(pick(CollKind::scatter, 8, 5), "tree");
   EXPECT_EQ(pick(CollKind::scatter, 2048, 8), "tree");
   EXPECT_EQ(pick(CollKind::scatter, 2049, 8), "direct");
   // Broadcast: the root sends to each of 3-4 ranks while those P-1 copies stay within 4 KiB.
