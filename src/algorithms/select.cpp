@@ -144,7 +144,8 @@ const Algorithm& named(CollKind kind, const char* name) {
 constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1) x bytes sent
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root
 constexpr int64_t kScatterTreeMaxBytes = 16 << 10;  // tree scatter: the root's whole buffer
-// Up to 4 ranks on one host the scatter is direct at every size: at 4 ranks on 2 cores the
+// Up to 4 ranks on one host the rule takes the direct scatter at every size (above
+// KOLO_SMALL_BYTES the model still decides, as for every collective): at 4 ranks on 2 cores the
 // tree's forwarding rank made it 0.46-0.78 against direct's 0.29-0.44 us from 16 B to 4 KiB
 // (1.46 against 1.05 at 16 KiB; 11 interleaved repetitions of 20 calls); at 3 ranks the binomial
 // tree is the same two sends. 8 ranks keep the tree below 16 KiB (measured on 16 cores).
