@@ -196,11 +196,13 @@ TEST_F(ModelSelect, OneHostTakesRdForSmallAndRingForLarge) {
 }
 
 // Measured at 4 ranks on 2 cores (docs/PERFORMANCE.md): the binomial tree's store-and-forward
-// copies lose to direct from 32 KiB blocks; small scatters keep the tree's fewer messages, and
-// gather on one host goes direct at any size (scripts/algo-ab.sh, 2026-11-26).
+// copies lose to direct from 32 KiB blocks; gather on one host goes direct at any size
+// (scripts/algo-ab.sh, 2026-11-26), and so does scatter up to 4 ranks (2026-11-27); at 8 ranks
+// small scatters keep the tree's fewer messages at the root.
 TEST_F(ModelSelect, OneHostGatherAndScatterGoDirectForLargeBlocks) {
-  const std::vector<int> one_host(4, 0);
-  EXPECT_EQ(pick(CollKind::scatter, 1024, one_host), "tree");
+  const std::vector<int> one_host(4, 0), eight(8, 0);
+  EXPECT_EQ(pick(CollKind::scatter, 1024, one_host), "direct");
+  EXPECT_EQ(pick(CollKind::scatter, 1024, eight), "tree");
   EXPECT_EQ(pick(CollKind::gather, 1024, one_host), "direct");
   for (CollKind k : {CollKind::gather, CollKind::scatter}) EXPECT_EQ(pick(k, 512 << 10, one_host), "direct");
 }
