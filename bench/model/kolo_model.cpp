@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     args.dtype = kolo::DataType::uint8;
     args.count = bytes;
     for (const Algorithm* a : all_algorithms()) {
-      if (a->kind != kind || (a->supports != nullptr && !a->supports(args, layout))) continue;
+      if (!a->usable(args, layout)) continue;
       const double s = predict_seconds(kind, a->name, static_cast<double>(bytes), shape, t.model);
       if (s >= 0) std::printf("%llu %s %.3f\n", static_cast<unsigned long long>(bytes), a->name, s * 1e6);
     }

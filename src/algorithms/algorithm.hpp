@@ -1,6 +1,12 @@
-// An algorithm is one file defining one `const Algorithm kXxx` and one line in registry.cpp.
+// An algorithm is one file: its run function on algo::Comm and one descriptor, registered from
+// that file with KOLO_REGISTER_ALGORITHM. The descriptor says everything the rest of kolo needs
+// to know about it (name, stable wire id, the collectives it serves, its limits, its cost), so
+// that selection, the cost model, the engine's direct path and the tests iterate descriptors and
+// never name an algorithm's symbol. Adding an algorithm: the file, and its line in
+// src/algorithms/meson.build (tests/algorithms/extra_algorithm_test.cpp proves it).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,29 +15,69 @@
 
 namespace kolo::algo {
 
+// A set of collectives (one bit per CollKind).
+class CollSet {
+ public:
+  constexpr CollSet() = default;
+  constexpr CollSet(std::initializer_list<CollKind> kinds) {
+    for (CollKind k : kinds) bits_ |= bit(k);
+  }
+  constexpr bool has(CollKind k) const { return (bits_ & bit(k)) != 0; }
+
+ private:
+  static constexpr uint32_t bit(CollKind k) { return uint32_t{1} << static_cast<unsigned>(k); }
+  uint32_t bits_ = 0;
+};
+
+constexpr int kAnyRanks = 1 << 30;  // a rank limit that every group meets
+
 struct Algorithm {
-  const char* name;   // what KOLO_ALGO / Options.algorithm say: "ring", "tree", "direct", ...
-  CollKind kind;
-  // Whether it can run these arguments on a group placed on hosts like this (null: always).
-  bool (*supports)(const CollArgs& args, const HostLayout& hosts);
+  // What KOLO_ALGO / Options.algorithm say: "ring", "tree", "direct", ... Unique per collective.
+  const char* name;
+  // Carried in every message's stamp (engine/tags.hpp), so that ranks that chose differently see
+  // a mismatch naming both. Stable across versions: never reuse or renumber one.
+  uint8_t wire_id;
+  CollSet serves;  // the collectives it runs (run() switches on args().kind when several)
   void (*run)(Comm& comm);
+  // Whether it can run these arguments on a group placed on hosts like this (null: always),
+  // beyond the rank limits below.
+  bool (*supports)(const CollArgs& args, const HostLayout& hosts) = nullptr;
+  // Predicted seconds for `q` (cost_model.hpp); null: the model never proposes it (it runs when
+  // the threshold rule or a request names it).
+  double (*cost)(const CostQuery& q) = nullptr;
+  // The group sizes it runs on.
+  int min_ranks = 1;
+  int max_ranks = kAnyRanks;
   // The engine's direct path (a small collective run at once by its issuing thread) may run
   // this algorithm in groups of up to this many ranks: there every rank posts all the receives
   // of one collective before it first waits for one, so "has everything arrived?" can be
   // answered before anything is consumed. 0: never.
   int direct_max_ranks = 0;
-  // At two ranks it moves at most one whole message each way (the block the peer needs, as
-  // one message below KOLO_CHUNK_BYTES) and combines what arrived in rank order, so the direct
-  // path may run it as that exchange (src/engine/two_rank_direct.hpp).
-  bool two_rank_exchange = false;
-};
-constexpr int kAnyRanks = 1 << 30;  // direct_max_ranks: whatever the group's size
 
-// Every registered algorithm (registry.cpp).
+  bool fits(int nranks) const { return nranks >= min_ranks && nranks <= max_ranks; }
+  // Its rank limits and supports(): whether it can run `args` on `hosts`.
+  bool usable(const CollArgs& args, const HostLayout& hosts) const {
+    return serves.has(args.kind) && fits(hosts.size()) && (supports == nullptr || supports(args, hosts));
+  }
+};
+
+// Adds an algorithm to the registry while the library (or the program defining it) loads.
+// Exits the process with a message when its wire id or its (collective, name) is taken: two
+// algorithms on one id would make every message of one look like the other's.
+struct AlgorithmRegistration {
+  explicit AlgorithmRegistration(const Algorithm& a);
+};
+// In an algorithm's file, at namespace scope: KOLO_REGISTER_ALGORITHM(kMyAlgorithm);
+#define KOLO_REGISTER_ALGORITHM(descriptor) \
+  static const ::kolo::algo::AlgorithmRegistration descriptor##_registration { descriptor }
+
+// Every registered algorithm, in wire-id order (registry.cpp).
 const std::vector<const Algorithm*>& all_algorithms();
 // Null if none. A string_view: selection looks names up on every call, and a literal must not
 // become a std::string first.
 const Algorithm* find_algorithm(CollKind kind, std::string_view name);
+// The algorithm a stamp's wire id names, or null.
+const Algorithm* algorithm_by_wire_id(uint8_t id);
 // Picks the algorithm for these arguments: `requested` (Options.algorithm, else KOLO_ALGO) when
 // it names one that supports them, else the automatic choice by size and rank count (select.cpp).
 // The tunables the automatic choice reads. A group reads them once, when it is created, so
@@ -61,10 +107,10 @@ const Algorithm& select_algorithm(const CollArgs& args, int nranks, const std::s
 // predictions (about 400 instructions). Not thread-safe: the group calls it under its issue lock.
 class SelectionMemo {
  public:
-  // The algorithm for `args` and its index in all_algorithms() (what the stamp carries).
+  // The algorithm for `args` and its wire id (what the stamp carries).
   struct Choice {
     const Algorithm* algorithm;
-    uint8_t index;
+    uint8_t wire_id;
   };
   // The hit is inline: every collective issued passes here, and a call with four arguments to
   // pass cost as much as the compare.

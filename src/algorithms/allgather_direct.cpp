@@ -26,9 +26,20 @@ void run(Comm& comm) {
   comm.wait_all(reqs);
 }
 
+double predict(const CostQuery& q) {
+  return cost::all_to_all_round(q, q.bytes);
+}
+
 }  // namespace
 
-extern const Algorithm kAllgatherDirect;
-const Algorithm kAllgatherDirect{"direct", CollKind::allgather, nullptr, run, kAnyRanks, true};
+const Algorithm kAllgatherDirect{
+    .name = "direct",
+    .wire_id = 6,
+    .serves = {CollKind::allgather},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kAllgatherDirect);
 
 }  // namespace kolo::algo

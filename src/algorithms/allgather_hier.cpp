@@ -41,9 +41,33 @@ void run(Comm& comm) {
   run_phase(registered(CollKind::broadcast, "tree"), comm, p.local, p.my_local, down, phase_slots(2), false);
 }
 
+double predict(const CostQuery& q) {
+  // Gather to the leader (direct, shm), the leaders' all-gather of host regions L*n (rd
+  // within one chunk, else ring; net), broadcast of the whole P*n inside the host (shm).
+  const int P = q.shape.ranks, H = q.shape.hosts, L = q.shape.per_host;
+  const double n = q.bytes, block = static_cast<double>(L) * n;
+  const LinkCost& net = q.model.net;
+  double across = 0;
+  if (H > 1 && block <= q.model.chunk) {
+    const int h2 = cost::floor_pow2(H);
+    across = cost::ceil_log2(h2) * net.alpha + (h2 - 1) * block * net.beta;
+    if (h2 != H) across += net.time(block) + net.time(H * block);
+  } else {
+    across = cost::ring_pass(q, H, block, net, false);
+  }
+  return (L - 1) * q.model.shm.time(n) + across + cost::binomial_bcast(L, static_cast<double>(P) * n, q.model.shm);
+}
+
 }  // namespace
 
-extern const Algorithm kAllgatherHier;
-const Algorithm kAllgatherHier{"hier", CollKind::allgather, supports, run};
+const Algorithm kAllgatherHier{
+    .name = "hier",
+    .wire_id = 24,
+    .serves = {CollKind::allgather},
+    .run = run,
+    .supports = supports,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllgatherHier);
 
 }  // namespace kolo::algo

@@ -48,9 +48,20 @@ void run(Comm& comm) {
   if (r < 2 * rem) comm.wait(comm.isend(r - 1, recv, static_cast<size_t>(P) * bytes));
 }
 
+double predict(const CostQuery& q) {
+  return cost::rd_group(q, q.bytes, false);
+}
+
 }  // namespace
 
-extern const Algorithm kAllgatherRd;
-const Algorithm kAllgatherRd{"rd", CollKind::allgather, nullptr, run, 2, true};  // one exchange at 2 ranks
+const Algorithm kAllgatherRd{
+    .name = "rd",
+    .wire_id = 7,
+    .serves = {CollKind::allgather},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = 2,
+};
+KOLO_REGISTER_ALGORITHM(kAllgatherRd);
 
 }  // namespace kolo::algo

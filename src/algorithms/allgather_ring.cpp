@@ -32,9 +32,19 @@ void run(Comm& comm) {
   }
 }
 
+double predict(const CostQuery& q) {
+  return cost::ring_pass(q, q.shape.ranks, q.bytes, q.flat(), false);
+}
+
 }  // namespace
 
-extern const Algorithm kAllgatherRing;
-const Algorithm kAllgatherRing{"ring", CollKind::allgather, nullptr, run};
+const Algorithm kAllgatherRing{
+    .name = "ring",
+    .wire_id = 5,
+    .serves = {CollKind::allgather},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllgatherRing);
 
 }  // namespace kolo::algo

@@ -30,9 +30,25 @@ void run(Comm& comm) {
   run_phase(registered(CollKind::broadcast, "tree"), comm, p.local, p.my_local, down, phase_slots(2), false);
 }
 
+double predict(const CostQuery& q) {
+  // Reduce to the leader (binomial, shm), the leaders' all-reduce (rd within one chunk, else
+  // ring; net), broadcast back (binomial, shm).
+  const int H = q.shape.hosts, L = q.shape.per_host;
+  const double n = q.bytes;
+  const double across = n <= q.model.chunk ? cost::rd_allreduce_flat(q, H, n, q.model.net)
+                                           : cost::ring_allreduce(q, H, n, q.model.net);
+  return cost::binomial_reduce(q, L, n, q.model.shm) + across + cost::binomial_bcast(L, n, q.model.shm);
+}
+
 }  // namespace
 
-extern const Algorithm kAllreduceHier;
-const Algorithm kAllreduceHier{"hier", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceHier{
+    .name = "hier",
+    .wire_id = 22,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceHier);
 
 }  // namespace kolo::algo

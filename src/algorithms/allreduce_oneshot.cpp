@@ -50,7 +50,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kAllreduceOneshot;
-const Algorithm kAllreduceOneshot{"oneshot", CollKind::allreduce, nullptr, run, kAnyRanks, true};
+const Algorithm kAllreduceOneshot{
+    .name = "oneshot",
+    .wire_id = 27,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceOneshot);
 
 }  // namespace kolo::algo

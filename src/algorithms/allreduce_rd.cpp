@@ -61,9 +61,20 @@ void run(Comm& comm) {
   if (r < 2 * rem) comm.wait(comm.isend(r - 1, recv, bytes));
 }
 
+double predict(const CostQuery& q) {
+  return cost::rd_group(q, q.bytes, true);
+}
+
 }  // namespace
 
-extern const Algorithm kAllreduceRd;
-const Algorithm kAllreduceRd{"rd", CollKind::allreduce, nullptr, run, 2, true};  // one exchange at 2 ranks
+const Algorithm kAllreduceRd{
+    .name = "rd",
+    .wire_id = 2,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = 2,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceRd);
 
 }  // namespace kolo::algo

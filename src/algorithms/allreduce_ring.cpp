@@ -102,9 +102,19 @@ void run(Comm& comm) {
     gather_step(ring, block_of(a.count, P, ring_mod(r + 1 - s, P)), block_of(a.count, P, ring_mod(r - s, P)));
 }
 
+double predict(const CostQuery& q) {
+  return cost::ring_allreduce(q, q.shape.ranks, q.bytes, q.flat());
+}
+
 }  // namespace
 
-extern const Algorithm kAllreduceRing;
-const Algorithm kAllreduceRing{"ring", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceRing{
+    .name = "ring",
+    .wire_id = 0,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceRing);
 
 }  // namespace kolo::algo

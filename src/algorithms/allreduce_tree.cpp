@@ -128,9 +128,34 @@ void run(Comm& comm) {
   comm.wait_all(down_sends);
 }
 
+double predict(const CostQuery& q) {
+  // Double binary tree: halves of n up and down two trees, pipelined over D levels. A rank
+  // takes up to f = 2 children's share of each half (f n/2 bytes in, reduced) and sends one
+  // share in each tree, up and then down. Each phase: the first chunk crosses the D levels
+  // one after the other, then the rest of the half streams with every level busy.
+  // Across hosts the trees are laid over rank order, so a host's block of L ranks has tree
+  // edges leaving it from more than one of its ranks: about two per tree and direction (the
+  // block's own subtree root, and children at its borders). They share the host's link only
+  // while the stream keeps every level busy, not during the first chunk's descent.
+  const GroupShape& g = q.shape;
+  const int P = g.ranks;
+  if (P <= 1) return 0;
+  const double half = q.bytes / 2, s = q.chunk_of(half), fan = std::min(2, P - 1);
+  const LinkCost& l = q.flat();
+  const double share = g.hosts > 1 ? std::min(2, g.per_host) : 1;
+  const double phase = cost::ceil_log2(P) * l.time(fan * s) + fan * (half - s) * l.beta * share;
+  return 2 * phase + fan * half * q.model.gamma;
+}
+
 }  // namespace
 
-extern const Algorithm kAllreduceTree;
-const Algorithm kAllreduceTree{"tree", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceTree{
+    .name = "tree",
+    .wire_id = 1,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceTree);
 
 }  // namespace kolo::algo

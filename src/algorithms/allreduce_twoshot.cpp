@@ -67,9 +67,22 @@ void run(Comm& comm) {
   comm.wait_all(reqs);
 }
 
+double predict(const CostQuery& q) {
+  const int P = q.shape.ranks;
+  if (P <= 1) return 0;
+  const double seg = q.bytes / P;
+  return 2 * cost::all_to_all_round(q, seg) + (P - 1) * seg * q.model.gamma;
+}
+
 }  // namespace
 
-extern const Algorithm kAllreduceTwoshot;
-const Algorithm kAllreduceTwoshot{"twoshot", CollKind::allreduce, nullptr, run};
+const Algorithm kAllreduceTwoshot{
+    .name = "twoshot",
+    .wire_id = 21,
+    .serves = {CollKind::allreduce},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kAllreduceTwoshot);
 
 }  // namespace kolo::algo

@@ -40,7 +40,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kAlltoallDirect;
-const Algorithm kAlltoallDirect{"direct", CollKind::alltoall, nullptr, run, kAnyRanks, true};  // one exchange at 2 ranks
+const Algorithm kAlltoallDirect{
+    .name = "direct",
+    .wire_id = 28,
+    .serves = {CollKind::alltoall},
+    .run = run,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kAlltoallDirect);
 
 }  // namespace kolo::algo

@@ -53,7 +53,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kAlltoallPairwise;
-const Algorithm kAlltoallPairwise{"pairwise", CollKind::alltoall, nullptr, run, 2, true};  // one exchange at 2 ranks
+const Algorithm kAlltoallPairwise{
+    .name = "pairwise",
+    .wire_id = 16,
+    .serves = {CollKind::alltoall},
+    .run = run,
+    .direct_max_ranks = 2,
+};
+KOLO_REGISTER_ALGORITHM(kAlltoallPairwise);
 
 }  // namespace kolo::algo

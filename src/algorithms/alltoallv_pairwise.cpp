@@ -53,7 +53,7 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kAlltoallvPairwise;
-const Algorithm kAlltoallvPairwise{"pairwise", CollKind::alltoallv, nullptr, run};
+const Algorithm kAlltoallvPairwise{.name = "pairwise", .wire_id = 17, .serves = {CollKind::alltoallv}, .run = run};
+KOLO_REGISTER_ALGORITHM(kAlltoallvPairwise);
 
 }  // namespace kolo::algo

@@ -39,7 +39,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kBarrierCentral;
-const Algorithm kBarrierCentral{"central", CollKind::barrier, nullptr, run, kAnyRanks, false};
+const Algorithm kBarrierCentral{
+    .name = "central",
+    .wire_id = 29,
+    .serves = {CollKind::barrier},
+    .run = run,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kBarrierCentral);
 
 }  // namespace kolo::algo

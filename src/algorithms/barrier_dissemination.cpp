@@ -15,7 +15,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kBarrierDissemination;
-const Algorithm kBarrierDissemination{"dissemination", CollKind::barrier, nullptr, run, 2, true};  // one exchange at 2 ranks
+const Algorithm kBarrierDissemination{
+    .name = "dissemination",
+    .wire_id = 18,
+    .serves = {CollKind::barrier},
+    .run = run,
+    .direct_max_ranks = 2,
+};
+KOLO_REGISTER_ALGORITHM(kBarrierDissemination);
 
 }  // namespace kolo::algo

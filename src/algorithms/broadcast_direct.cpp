@@ -30,7 +30,13 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kBroadcastDirect;
-const Algorithm kBroadcastDirect{"direct", CollKind::broadcast, nullptr, run, kAnyRanks, true};
+const Algorithm kBroadcastDirect{
+    .name = "direct",
+    .wire_id = 30,
+    .serves = {CollKind::broadcast},
+    .run = run,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kBroadcastDirect);
 
 }  // namespace kolo::algo

@@ -28,9 +28,25 @@ void run(Comm& comm) {
   run_phase(registered(CollKind::broadcast, "tree"), comm, p.local, p.my_local, down, phase_slots(1), false);
 }
 
+double predict(const CostQuery& q) {
+  // Among the leaders (chain when there are more than two hosts and a host's share spans a
+  // chunk, else binomial; net), then inside each host (binomial, shm).
+  const int H = q.shape.hosts, L = q.shape.per_host;
+  const double n = q.bytes;
+  const bool chain = H > 2 && n / H >= q.model.chunk;
+  const double across = chain ? cost::chain_bcast(q, H, n, q.model.net) : cost::binomial_bcast(H, n, q.model.net);
+  return across + cost::binomial_bcast(L, n, q.model.shm);
+}
+
 }  // namespace
 
-extern const Algorithm kBroadcastHier;
-const Algorithm kBroadcastHier{"hier", CollKind::broadcast, nullptr, run};
+const Algorithm kBroadcastHier{
+    .name = "hier",
+    .wire_id = 23,
+    .serves = {CollKind::broadcast},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kBroadcastHier);
 
 }  // namespace kolo::algo

@@ -48,9 +48,19 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  return cost::chain_bcast(q, q.shape.ranks, q.bytes, q.flat());
+}
+
 }  // namespace
 
-extern const Algorithm kBroadcastRing;
-const Algorithm kBroadcastRing{"ring", CollKind::broadcast, nullptr, run};
+const Algorithm kBroadcastRing{
+    .name = "ring",
+    .wire_id = 8,
+    .serves = {CollKind::broadcast},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kBroadcastRing);
 
 }  // namespace kolo::algo

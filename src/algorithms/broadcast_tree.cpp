@@ -55,9 +55,20 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  return cost::binomial_bcast(q.shape.ranks, q.bytes, q.flat());
+}
+
 }  // namespace
 
-extern const Algorithm kBroadcastTree;
-const Algorithm kBroadcastTree{"tree", CollKind::broadcast, nullptr, run, kAnyRanks, true};
+const Algorithm kBroadcastTree{
+    .name = "tree",
+    .wire_id = 9,
+    .serves = {CollKind::broadcast},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kBroadcastTree);
 
 }  // namespace kolo::algo

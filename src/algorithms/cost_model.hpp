@@ -12,6 +12,7 @@
 // Prediction is a handful of multiply-adds and no allocation: it runs on the hot path, once per
 // candidate algorithm of every collective a group issues.
 #pragma once
+#include <algorithm>
 #include <string>
 
 #include "algorithms/collective.hpp"
@@ -44,8 +45,38 @@ struct GroupShape {
   static GroupShape of(const HostLayout& hosts);
 };
 
-// Predicted seconds for algorithm `name` of collective `kind` on `bytes` per-rank bytes
-// (CollArgs::bytes()), or a negative value when the model has no formula for it.
+// What an algorithm's cost function (Algorithm::cost) is asked: the collective (an algorithm
+// may serve several), its per-rank bytes (CollArgs::bytes()), the group's shape and the model.
+struct CostQuery {
+  CollKind kind;
+  double bytes;
+  const GroupShape& shape;
+  const CostModel& model;
+  // A flat algorithm's link: shared memory on one host, else the network (its slowest edge sets
+  // the pace of every step).
+  const LinkCost& flat() const { return shape.hosts > 1 ? model.net : model.shm; }
+  double chunk_of(double b) const { return model.chunk > 0 ? std::min(model.chunk, b) : b; }
+};
+
+// The building blocks the algorithms' cost functions are made of (cost_model.cpp, derived in
+// docs/COST_MODEL.md). P ranks, n per-rank bytes, over link `l`.
+namespace cost {
+int ceil_log2(int p);
+int floor_pow2(int p);
+double ring_allreduce(const CostQuery& q, int P, double n, const LinkCost& l);      // 2(P-1) steps of n/P
+double rd_allreduce_flat(const CostQuery& q, int P, double n, const LinkCost& l);   // log2 P exchanges of n
+double binomial_reduce(const CostQuery& q, int P, double n, const LinkCost& l);     // D levels into a root
+double binomial_bcast(int P, double n, const LinkCost& l);                          // D sends from the root
+double chain_bcast(const CostQuery& q, int P, double n, const LinkCost& l);         // a pipelined chain
+double binomial_gather(const CostQuery& q, int P, double n, const LinkCost& l);     // blocks through a tree
+double ring_pass(const CostQuery& q, int P, double n, const LinkCost& l, bool reduce);  // P-1 steps of n
+double all_to_all_round(const CostQuery& q, double n);  // every rank sends n to each other rank
+double into_root(const CostQuery& q, double n);         // P-1 blocks of n into one rank
+double rd_group(const CostQuery& q, double n, bool allreduce);  // recursive doubling over the group
+}  // namespace cost
+
+// Predicted seconds for the algorithm of collective `kind` named `name` (its descriptor's
+// cost function), or a negative value when there is none or it has no cost function.
 double predict_seconds(CollKind kind, const char* name, double bytes, const GroupShape& shape, const CostModel& m);
 
 }  // namespace kolo::algo

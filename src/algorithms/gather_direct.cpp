@@ -26,9 +26,20 @@ void run(Comm& comm) {
   comm.wait_all(reqs);
 }
 
+double predict(const CostQuery& q) {
+  return cost::into_root(q, q.bytes);
+}
+
 }  // namespace
 
-extern const Algorithm kGatherDirect;
-const Algorithm kGatherDirect{"direct", CollKind::gather, nullptr, run, kAnyRanks, true};
+const Algorithm kGatherDirect{
+    .name = "direct",
+    .wire_id = 13,
+    .serves = {CollKind::gather},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kGatherDirect);
 
 }  // namespace kolo::algo

@@ -60,9 +60,20 @@ void run(Comm& comm) {
   comm.wait(comm.isend(node.parent, subtree, static_cast<size_t>(node.subtree) * block_bytes));
 }
 
+double predict(const CostQuery& q) {
+  return cost::binomial_gather(q, q.shape.ranks, q.bytes, q.flat());
+}
+
 }  // namespace
 
-extern const Algorithm kGatherTree;
-const Algorithm kGatherTree{"tree", CollKind::gather, nullptr, run, kAnyRanks, true};
+const Algorithm kGatherTree{
+    .name = "tree",
+    .wire_id = 12,
+    .serves = {CollKind::gather},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kGatherTree);
 
 }  // namespace kolo::algo

@@ -34,7 +34,7 @@ bool supports(const CollArgs& args, const HostLayout&) { return args.root < 0; }
 
 }  // namespace
 
-extern const Algorithm kRecvAny;
-const Algorithm kRecvAny{"any", CollKind::recv, supports, run};
+const Algorithm kRecvAny{.name = "any", .wire_id = 26, .serves = {CollKind::recv}, .run = run, .supports = supports};
+KOLO_REGISTER_ALGORITHM(kRecvAny);
 
 }  // namespace kolo::algo

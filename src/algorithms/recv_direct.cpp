@@ -11,7 +11,7 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kRecvDirect;
-const Algorithm kRecvDirect{"direct", CollKind::recv, nullptr, run};
+const Algorithm kRecvDirect{.name = "direct", .wire_id = 20, .serves = {CollKind::recv}, .run = run};
+KOLO_REGISTER_ALGORITHM(kRecvDirect);
 
 }  // namespace kolo::algo

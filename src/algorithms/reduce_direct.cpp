@@ -33,9 +33,20 @@ void run(Comm& comm) {
   reduce_in_rank_order(comm, a.recv, blocks, arrivals, n, spare);
 }
 
+double predict(const CostQuery& q) {
+  return cost::into_root(q, q.bytes) + (q.shape.ranks - 1) * q.bytes * q.model.gamma;
+}
+
 }  // namespace
 
-extern const Algorithm kReduceDirect;
-const Algorithm kReduceDirect{"direct", CollKind::reduce, nullptr, run, kAnyRanks, true};
+const Algorithm kReduceDirect{
+    .name = "direct",
+    .wire_id = 11,
+    .serves = {CollKind::reduce},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kReduceDirect);
 
 }  // namespace kolo::algo

@@ -37,9 +37,21 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  const int P = q.shape.ranks;
+  return P <= 1 ? 0 : cost::all_to_all_round(q, q.bytes) + (P - 1) * q.bytes * q.model.gamma;
+}
+
 }  // namespace
 
-extern const Algorithm kReduceScatterDirect;
-const Algorithm kReduceScatterDirect{"direct", CollKind::reduce_scatter, nullptr, run, kAnyRanks, true};
+const Algorithm kReduceScatterDirect{
+    .name = "direct",
+    .wire_id = 4,
+    .serves = {CollKind::reduce_scatter},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kReduceScatterDirect);
 
 }  // namespace kolo::algo

@@ -44,9 +44,27 @@ void run(Comm& comm) {
   run_phase(registered(CollKind::scatter, "direct"), comm, p.local, p.my_local, down, phase_slots(2), false);
 }
 
+double predict(const CostQuery& q) {
+  // Whole input to the leader (binomial reduce of P*n, shm), the leaders' reduce-scatter of
+  // host blocks L*n (direct within one chunk, else ring; net), scatter to the host (shm).
+  const int P = q.shape.ranks, H = q.shape.hosts, L = q.shape.per_host;
+  const double n = q.bytes, block = static_cast<double>(L) * n;
+  const double across = H <= 1 ? 0
+                        : block <= q.model.chunk ? (H - 1) * (q.model.net.time(block) + block * q.model.gamma)
+                                                 : cost::ring_pass(q, H, block, q.model.net, true);
+  return cost::binomial_reduce(q, L, static_cast<double>(P) * n, q.model.shm) + across + (L - 1) * q.model.shm.time(n);
+}
+
 }  // namespace
 
-extern const Algorithm kReduceScatterHier;
-const Algorithm kReduceScatterHier{"hier", CollKind::reduce_scatter, supports, run};
+const Algorithm kReduceScatterHier{
+    .name = "hier",
+    .wire_id = 25,
+    .serves = {CollKind::reduce_scatter},
+    .run = run,
+    .supports = supports,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kReduceScatterHier);
 
 }  // namespace kolo::algo

@@ -62,9 +62,19 @@ void run(Comm& comm) {
   }
 }
 
+double predict(const CostQuery& q) {
+  return cost::ring_pass(q, q.shape.ranks, q.bytes, q.flat(), true);
+}
+
 }  // namespace
 
-extern const Algorithm kReduceScatterRing;
-const Algorithm kReduceScatterRing{"ring", CollKind::reduce_scatter, nullptr, run};
+const Algorithm kReduceScatterRing{
+    .name = "ring",
+    .wire_id = 3,
+    .serves = {CollKind::reduce_scatter},
+    .run = run,
+    .cost = predict,
+};
+KOLO_REGISTER_ALGORITHM(kReduceScatterRing);
 
 }  // namespace kolo::algo

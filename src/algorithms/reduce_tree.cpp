@@ -76,9 +76,13 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  return cost::binomial_reduce(q, q.shape.ranks, q.bytes, q.flat());
+}
+
 }  // namespace
 
-extern const Algorithm kReduceTree;
-const Algorithm kReduceTree{"tree", CollKind::reduce, nullptr, run};
+const Algorithm kReduceTree{.name = "tree", .wire_id = 10, .serves = {CollKind::reduce}, .run = run, .cost = predict};
+KOLO_REGISTER_ALGORITHM(kReduceTree);
 
 }  // namespace kolo::algo

@@ -26,9 +26,20 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  return cost::into_root(q, q.bytes);  // the mirror image of gather
+}
+
 }  // namespace
 
-extern const Algorithm kScatterDirect;
-const Algorithm kScatterDirect{"direct", CollKind::scatter, nullptr, run, kAnyRanks, true};
+const Algorithm kScatterDirect{
+    .name = "direct",
+    .wire_id = 15,
+    .serves = {CollKind::scatter},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kScatterDirect);
 
 }  // namespace kolo::algo

@@ -54,9 +54,20 @@ void run(Comm& comm) {
   comm.wait_all(sends);
 }
 
+double predict(const CostQuery& q) {
+  return cost::binomial_gather(q, q.shape.ranks, q.bytes, q.flat());  // the mirror image of gather
+}
+
 }  // namespace
 
-extern const Algorithm kScatterTree;
-const Algorithm kScatterTree{"tree", CollKind::scatter, nullptr, run, kAnyRanks, true};
+const Algorithm kScatterTree{
+    .name = "tree",
+    .wire_id = 14,
+    .serves = {CollKind::scatter},
+    .run = run,
+    .cost = predict,
+    .direct_max_ranks = kAnyRanks,
+};
+KOLO_REGISTER_ALGORITHM(kScatterTree);
 
 }  // namespace kolo::algo

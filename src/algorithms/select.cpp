@@ -16,6 +16,8 @@
 // the call; the threshold rule's choice below is the incumbent and is kept unless another is
 // predicted at least 3 % faster, so the model only overrides it where it sees a clear win.
 // The threshold rule (KOLO_SELECT=threshold, and the incumbent):
+//   two ranks       <= KOLO_SMALL_BYTES: pair (one exchange) for every collective it serves;
+//                   above, as below
 //   allreduce       <= KOLO_SMALL_BYTES: rd (oneshot on one host of 3-4 ranks while the
 //                   P-1 copies it sends stay within 4 KiB); <= KOLO_TREE_MAX_BYTES: tree (ring
 //                   with two ranks); above: ring
@@ -77,7 +79,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string valid_names(CollKind kind) {
   std::string out;
   for (const Algorithm* a : all_algorithms()) {
-    if (a->kind != kind) continue;
+    if (!a->serves.has(kind)) continue;
     if (!out.empty()) out += ", ";
     out += a->name;
   }
@@ -163,8 +165,11 @@ constexpr int kBroadcastDirectMaxRanks = 4;
 // on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
 constexpr int kBarrierCentralMaxRanks = 8;
 
-bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) {
-  return a.supports == nullptr || a.supports(args, hosts);
+bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) { return a.usable(args, hosts); }
+
+// Its prediction for `args` on `shape`, or negative when it has no cost function.
+double predicted(const Algorithm& a, const CollArgs& args, const GroupShape& shape, const CostModel& m) {
+  return a.cost == nullptr ? -1 : a.cost(CostQuery{args.kind, static_cast<double>(args.bytes()), shape, m});
 }
 
 const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const SelectionTunables& t) {
@@ -176,6 +181,11 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
   if (!is_small && hosts.hierarchical()) {
     const Algorithm* hier = find_algorithm(args.kind, "hier");
     if (hier != nullptr && usable(*hier, args, hosts)) return *hier;
+  }
+  // Two ranks: every collective is one exchange (pair_exchange.cpp) while small.
+  if (nranks == 2 && bytes <= small) {
+    const Algorithm* pair = find_algorithm(args.kind, "pair");
+    if (pair != nullptr && usable(*pair, args, hosts)) return *pair;
   }
   // What the root receives (reduce, gather) or every rank sends (oneshot): P-1 blocks.
   const int64_t others = bytes * (nranks - 1);
@@ -217,13 +227,12 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
 constexpr double kChallengerMargin = 0.03;
 
 // The model's choice. Cheap enough for every call: no allocation, one pass over the registry
-// (a few dozen entries, most skipped on `kind`) and per candidate a strcmp dispatch and a
-// handful of multiply-adds (cost_model.cpp); the group shape comes from HostLayout in O(1).
+// (a few dozen entries, most skipped on `kind`) and per candidate its cost function: a handful
+// of multiply-adds (cost_model.hpp); the group shape comes from HostLayout in O(1).
 const Algorithm& cheapest(const CollArgs& args, const HostLayout& hosts, const SelectionTunables& t,
                           const Algorithm& incumbent) {
   const GroupShape shape = GroupShape::of(hosts);
-  const auto bytes = static_cast<double>(args.bytes());
-  double best_time = predict_seconds(args.kind, incumbent.name, bytes, shape, t.model);
+  double best_time = predicted(incumbent, args, shape, t.model);
   if (best_time < 0) return incumbent;  // a collective the model does not cover
   // A challenger must be predicted clearly faster: exact ties in the model (all-reduce ring and
   // twoshot, reduce-scatter ring and direct: the same bytes in the same number of rounds) keep
@@ -232,8 +241,8 @@ const Algorithm& cheapest(const CollArgs& args, const HostLayout& hosts, const S
   best_time *= 1.0 - kChallengerMargin;
   const Algorithm* best = &incumbent;
   for (const Algorithm* a : all_algorithms()) {
-    if (a->kind != args.kind || a == &incumbent || !usable(*a, args, hosts)) continue;
-    const double p = predict_seconds(args.kind, a->name, bytes, shape, t.model);
+    if (a == &incumbent || !usable(*a, args, hosts)) continue;
+    const double p = predicted(*a, args, shape, t.model);
     if (p >= 0 && p < best_time) {
       best = a;
       best_time = p;
@@ -288,8 +297,7 @@ SelectionMemo::Choice SelectionMemo::choose_slow(const CollArgs& args, const Hos
   // A per-call request is parsed every time (and not remembered): it may differ call by call.
   Entry* e = requested.empty() ? &last_[static_cast<int>(args.kind)] : nullptr;
   const Algorithm& a = select_algorithm(args, hosts, requested, tunables);
-  const auto& all = all_algorithms();
-  const Choice c{&a, static_cast<uint8_t>(std::find(all.begin(), all.end(), &a) - all.begin())};
+  const Choice c{&a, a.wire_id};
   if (e != nullptr) *e = Entry{true, args.bytes(), c};
   return c;
 }

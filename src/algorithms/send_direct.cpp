@@ -11,7 +11,7 @@ void run(Comm& comm) {
 
 }  // namespace
 
-extern const Algorithm kSendDirect;
-const Algorithm kSendDirect{"direct", CollKind::send, nullptr, run};
+const Algorithm kSendDirect{.name = "direct", .wire_id = 19, .serves = {CollKind::send}, .run = run};
+KOLO_REGISTER_ALGORITHM(kSendDirect);
 
 }  // namespace kolo::algo

@@ -53,10 +53,6 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
   for (int i = 0; i < 4; ++i) spare_reqs_.push_back(std::make_unique<transport::Request>());
   // The transport the flight recorder names for a collective: the one to the next rank.
   if (group_.size > 1) next_rank_transport_ = ctx_->transport_name(group_.to_ctx((group_.rank + 1) % group_.size));
-  if (direct_capable_ && group_.size == 2) {
-    direct_peer_ = &ctx_->pair(1 - group_.rank);
-    direct_peer_transport_ = ctx_->transport_name(1 - group_.rank);
-  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -542,7 +538,7 @@ void Executor::run_collective(Task& t) {
   run_algorithm(t, *t.work, comm);
 }
 
-void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm) {
+void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm, bool unshared) {
   const GroupInfo& g = info(t);
   const char* transport = t.group == nullptr       ? next_rank_transport_
                           : g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size))
@@ -582,7 +578,10 @@ void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm) {
   else
     fr_->finished(t.fr, true);
   if (comm.source() >= 0) WorkAccess::set_source_rank(work, comm.source());
-  WorkAccess::finish(work, nullptr);
+  if (unshared)
+    WorkAccess::finish_unshared(work);
+  else
+    WorkAccess::finish(work, nullptr);
 }
 
 }  // namespace kolo::engine

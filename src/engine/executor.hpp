@@ -159,21 +159,15 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool only_receives_queued(size_t from) const;
   void sync_pending_count() { pending_n_.store(pending_live_, std::memory_order_release); }
   void run_collective(Task& t);
-  // Two ranks, and an algorithm that is one exchange there (two_rank_direct.hpp) of one chunk.
-  bool two_rank_exchange(const Task& t) const {
-    return direct_peer_ != nullptr && t.algorithm->two_rank_exchange && t.args.bytes() <= chunk_bytes_;
-  }
-  // run_direct for two_rank_exchange(t): true when it completed `work`, false (t.skip_sends
-  // set) when it must be handed over. `unshared`: `work` has not left its issuing call (no
-  // other thread can wait on it or have asked for a callback), so it is finished by a plain
-  // store (WorkAccess::finish_unshared); a handed-over one was returned to its caller.
-  bool run_two_rank_direct(Task& t, Work& work, bool unshared);
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
-  // with the right number and size, at once; false (nothing done) otherwise.
+  // with the right number and size, at once; false (nothing done) otherwise. `unshared` as for
+  // attempt_direct.
   bool run_point_to_point_direct(Task& t, Work& work, bool unshared);
   // The direct run of a numbered, recorded collective `t` (run lock held, group idle): true
   // when it completed `work`; false when it must be handed over (t.skip_sends: what went out,
-  // an earlier attempt's included). `unshared` as for run_two_rank_direct.
+  // an earlier attempt's included). `unshared`: `work` has not left its issuing call (no other
+  // thread can wait on it or have asked for a callback), so it is finished by a plain store
+  // (WorkAccess::finish_unshared); a handed-over one was returned to its caller.
   bool attempt_direct(Task& t, Work& work, bool unshared);
   // run_inline for a lone queued operation that its caller now waits for, while nothing else is
   // in flight: the direct path once more (a collective handed over by its issuing call, whose
@@ -183,7 +177,8 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // (t.skip_sends says what went out).
   bool run_waited_direct(Task& t, bool only_receives_behind);
   // The algorithm of `t` on `comm`, finishing `work` with its outcome; a failure fails the group.
-  void run_algorithm(Task& t, Work& work, EngineComm& comm);
+  // `unshared` as for attempt_direct.
+  void run_algorithm(Task& t, Work& work, EngineComm& comm, bool unshared = false);
   void post_point_to_point(Task& t);
   void check_pending();  // reads the clock when something is pending
   // Finishes the completed and failed ones, and those whose deadline is before `now`.
@@ -220,10 +215,6 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool direct_capable_;
   size_t direct_bytes_;
   std::chrono::microseconds direct_spin_;
-  // In a direct-capable group of two: the pair to the other rank (shared-memory pairs live as
-  // long as the context) and its transport's name, looked up once.
-  transport::Pair* direct_peer_ = nullptr;
-  const char* direct_peer_transport_ = "";
   const char* next_rank_transport_ = "self";  // the group's own collectives name it (run_algorithm)
   // How long the engine thread leaves a deferred operation to its caller: the window, stretched
   // while callers keep taking their operations in time (engine thread only; take_next).

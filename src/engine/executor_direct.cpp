@@ -4,7 +4,6 @@
 // executor.cpp, and the posted sends and receives in executor_pending.cpp.
 #include "engine/executor.hpp"
 #include "engine/running_operations.hpp"
-#include "engine/two_rank_direct.hpp"
 
 namespace kolo::engine {
 
@@ -38,10 +37,7 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   bool ran;
   {
     RunningOperations mark;
-    // Not returned to its caller yet. The two-rank exchange is called here rather than through
-    // attempt_direct, whose frame holds a whole EngineComm: ~30 instructions on every call.
-    ran = two_rank_exchange(t) ? run_two_rank_direct(t, *work, /*unshared=*/true)
-                               : attempt_direct(t, *work, /*unshared=*/true);
+    ran = attempt_direct(t, *work, /*unshared=*/true);  // not returned to its caller yet
   }
   if (ran) {
     collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -95,12 +91,11 @@ bool Executor::run_point_to_point_direct(Task& t, Work& work, bool unshared) {
 }
 
 bool Executor::attempt_direct(Task& t, Work& work, bool unshared) {
-  if (two_rank_exchange(t)) return run_two_rank_direct(t, work, unshared);
   EngineComm comm(*ctx_, scratch_, coll_reqs_, coll_temp_, group_, t.args, t.stamp, t.timeout, chunk_bytes_, wait_);
   comm.skip_sends(t.skip_sends);
   comm.go_direct(direct_spin_);
   try {
-    run_algorithm(t, work, comm);
+    run_algorithm(t, work, comm, unshared);
   } catch (const DirectHandoff&) {
     t.skip_sends = comm.sends_done();
     return false;
@@ -137,24 +132,6 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
     return false;
   release(t);
   collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  return true;
-}
-
-// Inlined into its two callers (run_direct, attempt_direct): a frame less on every direct call.
-[[gnu::always_inline]] inline bool Executor::run_two_rank_direct(Task& t, Work& work, bool unshared) {
-  DirectSpin spin(*ctx_, direct_spin_, wait_.pure_spin_polls > 0);
-  const TwoRankOutcome o =
-      run_two_rank(t.args, group_.rank, *direct_peer_, encode(t.stamp), scratch_, spin, t.skip_sends);
-  if (!o.done) {
-    t.skip_sends = o.sent;
-    return false;
-  }
-  fr_->ran(t.fr, direct_peer_transport_);
-  // A handed-over Work is its caller's: a callback may be registered and a waiter asleep on it.
-  if (unshared)
-    WorkAccess::finish_unshared(work);
-  else
-    WorkAccess::finish(work, nullptr);
   return true;
 }
 

@@ -208,7 +208,8 @@ static bool moves_nothing(const CollArgs& a) {
 // What runs for a collective that moves nothing when it cannot complete at issue (an earlier
 // collective is still queued or running, and issue order must hold): nothing, in its turn.
 static void run_nothing(algo::Comm&) {}
-static const algo::Algorithm kNothingToMove{"none (count 0)", CollKind::allreduce, nullptr, run_nothing};
+// Not registered: no rank chooses it, and its stamp is never sent.
+static const algo::Algorithm kNothingToMove{.name = "none (count 0)", .wire_id = 255, .serves = {}, .run = run_nothing};
 
 WorkPtr ProcessGroup::Impl::issue(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
                                   std::shared_ptr<const algo::VarCounts>* var_counts) {
@@ -258,13 +259,13 @@ WorkPtr ProcessGroup::Impl::issue(const CollArgs& args, const Buffer& send, cons
     // any source stamps what its sender does (the pair's number is set once chosen).
     s.kind = CollKind::send;
     s.op = ReduceKind::sum;
-    s.algo_index = 0;
+    s.algo_id = 0;
     s.root_or_tag = args.tag;
   } else {
     s.kind = args.kind;
     bool reduces = args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::reduce_scatter;
     s.op = reduces ? args.op.kind : ReduceKind::sum;
-    s.algo_index = choice.index;
+    s.algo_id = choice.wire_id;
     s.root_or_tag = static_cast<uint32_t>(args.root);
   }
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;

@@ -12,7 +12,7 @@ Stamp decode(const transport::Tag& t) {
   s.kind = static_cast<algo::CollKind>(t.w[2] & 0xff);
   s.dtype = static_cast<DataType>((t.w[2] >> 8) & 0xff);
   s.op = static_cast<ReduceKind>((t.w[2] >> 16) & 0xff);
-  s.algo_index = static_cast<uint8_t>((t.w[2] >> 24) & 0xff);
+  s.algo_id = static_cast<uint8_t>((t.w[2] >> 24) & 0xff);
   s.root_or_tag = static_cast<uint32_t>(t.w[2] >> 32);
   return s;
 }
@@ -26,8 +26,8 @@ std::string describe(const Stamp& s, const std::string& group_name) {
   bool reduces = s.kind == algo::CollKind::allreduce || s.kind == algo::CollKind::reduce || s.kind == algo::CollKind::reduce_scatter;
   if (reduces && static_cast<int>(s.op) < kNumReduceKinds) out += std::string(", ") + reduce_name(s.op);
   out += p2p ? ", tag " + std::to_string(s.root_or_tag) : ", root " + std::to_string(s.root_or_tag);
-  const auto& algos = algo::all_algorithms();
-  if (!p2p && s.algo_index < algos.size()) out += std::string(", algorithm ") + algos[s.algo_index]->name;
+  const algo::Algorithm* a = p2p ? nullptr : algo::algorithm_by_wire_id(s.algo_id);
+  if (a != nullptr) out += std::string(", algorithm ") + a->name;
   out += ")";
   return group_name.empty() ? out : out + " of group " + group_name;
 }

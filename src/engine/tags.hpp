@@ -17,7 +17,7 @@ struct Stamp {
   algo::CollKind kind = algo::CollKind::allreduce;
   DataType dtype = DataType::float32;
   ReduceKind op = ReduceKind::sum;
-  uint8_t algo_index = 0;  // position in all_algorithms()
+  uint8_t algo_id = 0;  // the algorithm's wire id (Algorithm::wire_id)
   uint64_t count = 0;
   uint32_t root_or_tag = 0;
 };
@@ -33,7 +33,7 @@ inline transport::Tag encode(const Stamp& s) {
   t.w[0] = (s.seq & kSeqMask) | static_cast<uint64_t>(s.group) << 48;
   t.w[1] = s.count;
   t.w[2] = static_cast<uint64_t>(s.kind) | static_cast<uint64_t>(s.dtype) << 8 | static_cast<uint64_t>(s.op) << 16 |
-           static_cast<uint64_t>(s.algo_index) << 24 | static_cast<uint64_t>(s.root_or_tag) << 32;
+           static_cast<uint64_t>(s.algo_id) << 24 | static_cast<uint64_t>(s.root_or_tag) << 32;
   return t;
 }
 Stamp decode(const transport::Tag& t);

@@ -223,7 +223,7 @@ void sweep_dtypes(CollKind kind, MoveRunner run, const std::string& name, int nr
   TEST_P(Suite, Shapes) { sweep_shapes(kind, runner, std::get<0>(GetParam()), std::get<1>(GetParam()), rooted); } \
   TEST_P(Suite, EveryDtype) { sweep_dtypes(kind, runner, std::get<0>(GetParam()), std::get<1>(GetParam())); }     \
   INSTANTIATE_TEST_SUITE_P(Registered, Suite,                                                             \
-                           ::testing::Combine(::testing::ValuesIn(names_of(kind)), ::testing::ValuesIn(rank_counts())), \
+                           ::testing::ValuesIn(algo_rank_params(kind)), \
                            algo_ranks_name)
 
 MOVEMENT_SUITE(AllgatherAlgorithms, CollKind::allgather, run_allgather, false);
@@ -302,7 +302,7 @@ TEST_P(AlltoallvAlgorithms, UnevenCountsAndDisplacements) {
       for (bool in_place : {false, true}) EXPECT_EQ(run_alltoallv(algo, nranks, scale, t, in_place), "");
 }
 INSTANTIATE_TEST_SUITE_P(Registered, AlltoallvAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::alltoallv)), ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::alltoallv)),
                          algo_ranks_name);
 
 // Ranks arrive at staggered times; none may leave before the last one has arrived.
@@ -327,7 +327,7 @@ TEST_P(BarrierAlgorithms, NobodyLeavesBeforeEverybodyArrived) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Registered, BarrierAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::barrier)), ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::barrier)),
                          algo_ranks_name);
 
 // Ranks 2k and 2k+1 exchange messages in both directions, several in a row, each call with
@@ -382,7 +382,7 @@ TEST_P(SendRecvAlgorithms, PairsExchangeInOrder) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Registered, SendRecvAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::send)), ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::send)),
                          algo_ranks_name);
 
 // Every collective has at least one algorithm, and every recv algorithm has its send twin, except
@@ -396,7 +396,10 @@ TEST(Registry, EveryCollectiveHasAnAlgorithm) {
   ASSERT_NE(algo::find_algorithm(CollKind::recv, "any"), nullptr);
   EXPECT_NE(algo::find_algorithm(CollKind::send, "direct"), nullptr);
   for (const algo::Algorithm* a : algo::all_algorithms())
-    EXPECT_EQ(algo::find_algorithm(a->kind, a->name), a) << "duplicate " << algo::coll_name(a->kind) << " " << a->name;
+    for (int k = 0; k < algo::kNumCollKinds; ++k)
+      if (a->serves.has(static_cast<CollKind>(k)))
+        EXPECT_EQ(algo::find_algorithm(static_cast<CollKind>(k), a->name), a)
+            << "duplicate " << algo::coll_name(static_cast<CollKind>(k)) << " " << a->name;
 }
 
 }  // namespace

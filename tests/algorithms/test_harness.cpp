@@ -30,7 +30,7 @@ void waits_for_send_first(Comm& c) {  // both ranks wait for their send before r
 }
 
 TEST(Harness, ReportsADeadlockNamingTheAlgorithmWithinTheDeadline) {
-  const Algorithm bad{"waits_send_first", CollKind::allreduce, nullptr, waits_for_send_first};
+  const Algorithm bad{.name = "waits_send_first", .wire_id = 250, .serves = {CollKind::allreduce}, .run = waits_for_send_first};
   const auto start = Clock::now();
   const std::string err = run_algorithm(bad, ranks(2), {.chunk_bytes = 64, .deadline = std::chrono::milliseconds(200)});
   EXPECT_TRUE(contains(err, "deadlock")) << err;
@@ -41,7 +41,7 @@ TEST(Harness, ReportsADeadlockNamingTheAlgorithmWithinTheDeadline) {
 
 TEST(Harness, TheSameExchangeDoneRightSucceedsAndDeliversTheData) {
   std::vector<char> got(2, 0);
-  const Algorithm good{"exchange", CollKind::allreduce, nullptr, [](Comm& c) {
+  const Algorithm good{.name = "exchange", .wire_id = 250, .serves = {CollKind::allreduce}, .run = [](Comm& c) {
                          const int peer = 1 - c.rank();
                          char out = static_cast<char>(10 + c.rank());
                          algo::sendrecv(c, peer, &out, 1, peer, c.args().recv, 1);
@@ -55,7 +55,7 @@ TEST(Harness, TheSameExchangeDoneRightSucceedsAndDeliversTheData) {
 }
 
 TEST(Harness, ReportsASizeMismatch) {
-  const Algorithm bad{"sizes", CollKind::allreduce, nullptr, [](Comm& c) {
+  const Algorithm bad{.name = "sizes", .wire_id = 250, .serves = {CollKind::allreduce}, .run = [](Comm& c) {
                         char buf[8] = {};
                         if (c.rank() == 0) c.wait(c.isend(1, buf, 4));
                         else c.wait(c.irecv(0, buf, 8));
@@ -68,7 +68,7 @@ TEST(Harness, ReportsASizeMismatch) {
 
 TEST(Harness, ReportsAMessageNobodyReceived) {
   static char buf = 0;
-  const Algorithm bad{"orphan", CollKind::broadcast, nullptr, [](Comm& c) {
+  const Algorithm bad{.name = "orphan", .wire_id = 250, .serves = {CollKind::broadcast}, .run = [](Comm& c) {
                         if (c.rank() == 0) c.isend(1, &buf, 1);  // neither received nor waited
                       }};
   const std::string err = run_algorithm(bad, ranks(2));
@@ -77,7 +77,7 @@ TEST(Harness, ReportsAMessageNobodyReceived) {
 
 TEST(Harness, ReportsARequestNeverWaitedFor) {
   static char out = 0, in = 0;
-  const Algorithm bad{"forgets", CollKind::broadcast, nullptr, [](Comm& c) {
+  const Algorithm bad{.name = "forgets", .wire_id = 250, .serves = {CollKind::broadcast}, .run = [](Comm& c) {
                         if (c.rank() == 0) c.isend(1, &out, 1);
                         else c.wait(c.irecv(0, &in, 1));
                       }};
@@ -87,14 +87,14 @@ TEST(Harness, ReportsARequestNeverWaitedFor) {
 
 TEST(Harness, RefusesMessagesToSelfAndOutsideTheGroup) {
   static char buf = 0;
-  const Algorithm to_self{"self", CollKind::broadcast, nullptr, [](Comm& c) { c.wait(c.isend(c.rank(), &buf, 1)); }};
+  const Algorithm to_self{.name = "self", .wire_id = 250, .serves = {CollKind::broadcast}, .run = [](Comm& c) { c.wait(c.isend(c.rank(), &buf, 1)); }};
   EXPECT_TRUE(contains(run_algorithm(to_self, ranks(2)), "send to rank"));
-  const Algorithm outside{"outside", CollKind::broadcast, nullptr, [](Comm& c) { c.wait(c.irecv(c.size(), &buf, 1)); }};
+  const Algorithm outside{.name = "outside", .wire_id = 250, .serves = {CollKind::broadcast}, .run = [](Comm& c) { c.wait(c.irecv(c.size(), &buf, 1)); }};
   EXPECT_TRUE(contains(run_algorithm(outside, ranks(3)), "receive from rank 3"));
 }
 
 TEST(Harness, RefusesAScratchSlotThatWouldMove) {
-  const Algorithm bad{"regrow", CollKind::allreduce, nullptr, [](Comm& c) {
+  const Algorithm bad{.name = "regrow", .wire_id = 250, .serves = {CollKind::allreduce}, .run = [](Comm& c) {
                         c.scratch(16, 2);
                         c.scratch(8, 2);  // fits: same memory, fine
                         c.scratch(32, 2);
@@ -104,7 +104,7 @@ TEST(Harness, RefusesAScratchSlotThatWouldMove) {
 }
 
 TEST(Harness, OneRankFailingStopsTheOthersAtOnce) {
-  const Algorithm bad{"throws", CollKind::allreduce, nullptr, [](Comm& c) {
+  const Algorithm bad{.name = "throws", .wire_id = 250, .serves = {CollKind::allreduce}, .run = [](Comm& c) {
                         char buf = 0;
                         if (c.rank() == 0) throw std::runtime_error("boom");
                         c.wait(c.irecv(0, &buf, 1));  // would wait for the full deadline otherwise
@@ -116,7 +116,7 @@ TEST(Harness, OneRankFailingStopsTheOthersAtOnce) {
 }
 
 TEST(Harness, ScratchSlotsDoNotOverlapAndAreAligned) {
-  const Algorithm probe{"probe", CollKind::allreduce, nullptr, [](Comm& c) {
+  const Algorithm probe{.name = "probe", .wire_id = 250, .serves = {CollKind::allreduce}, .run = [](Comm& c) {
                           auto* a = static_cast<char*>(c.scratch(100, 0));
                           auto* b = static_cast<char*>(c.scratch(100, 1));
                           if (reinterpret_cast<uintptr_t>(a) % 64 || reinterpret_cast<uintptr_t>(b) % 64)

@@ -265,16 +265,13 @@ TEST_P(ReduceAlgorithms, EveryDtypeAndOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, AllreduceAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::allreduce)),
-                                            ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::allreduce)),
                          algo_ranks_name);
 INSTANTIATE_TEST_SUITE_P(Registered, ReduceScatterAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::reduce_scatter)),
-                                            ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::reduce_scatter)),
                          algo_ranks_name);
 INSTANTIATE_TEST_SUITE_P(Registered, ReduceAlgorithms,
-                         ::testing::Combine(::testing::ValuesIn(names_of(CollKind::reduce)),
-                                            ::testing::ValuesIn(rank_counts())),
+                         ::testing::ValuesIn(algo_rank_params(CollKind::reduce)),
                          algo_ranks_name);
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace kolo::testing {
 inline std::vector<std::string> names_of(algo::CollKind kind) {
   std::vector<std::string> out;
   for (const algo::Algorithm* a : algo::all_algorithms())
-    if (a->kind == kind) out.push_back(a->name);
+    if (a->serves.has(kind)) out.push_back(a->name);
   return out;
 }
 
@@ -35,6 +35,17 @@ inline std::vector<size_t> small_counts(int nranks) {
 
 // Parameters of most suites: (algorithm name, number of ranks).
 using AlgoRanks = std::tuple<std::string, int>;
+
+// Every registered algorithm of `kind` with every rank count of rank_counts() it runs on (its
+// descriptor's rank limits: "pair" only at two).
+inline std::vector<AlgoRanks> algo_rank_params(algo::CollKind kind) {
+  std::vector<AlgoRanks> out;
+  for (const algo::Algorithm* a : algo::all_algorithms())
+    if (a->serves.has(kind))
+      for (int n : rank_counts())
+        if (a->fits(n)) out.emplace_back(a->name, n);
+  return out;
+}
 
 inline std::string algo_ranks_name(const ::testing::TestParamInfo<AlgoRanks>& info) {
   return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";

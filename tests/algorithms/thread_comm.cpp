@@ -297,7 +297,7 @@ std::string ThreadWorld::run(const std::string& label, const std::function<void(
 
 std::string run_algorithm(const algo::Algorithm& algo, const std::vector<algo::CollArgs>& args, const HarnessOptions& opts) {
   ThreadWorld world(static_cast<int>(args.size()), opts);
-  const std::string label = std::string(algo::coll_name(algo.kind)) + " algorithm " + algo.name + " on " +
+  const std::string label = std::string(algo::coll_name(args.empty() ? algo::CollKind::barrier : args[0].kind)) + " algorithm " + algo.name + " on " +
                             std::to_string(args.size()) + " ranks";
   return world.run(label, [&](int r) {
     auto comm = world.make_comm(r, args[static_cast<size_t>(r)]);

@@ -12,7 +12,7 @@ TEST(Tags, RoundTrip) {
   s.kind = algo::CollKind::reduce_scatter;
   s.dtype = DataType::bfloat16;
   s.op = ReduceKind::max;
-  s.algo_index = 3;
+  s.algo_id = 3;
   s.count = (1ull << 40) + 7;
   s.root_or_tag = 0xdeadbeef;
   engine::Stamp d = engine::decode(engine::encode(s));
@@ -20,7 +20,7 @@ TEST(Tags, RoundTrip) {
   EXPECT_EQ(d.kind, s.kind);
   EXPECT_EQ(d.dtype, s.dtype);
   EXPECT_EQ(d.op, s.op);
-  EXPECT_EQ(d.algo_index, s.algo_index);
+  EXPECT_EQ(d.algo_id, s.algo_id);
   EXPECT_EQ(d.count, s.count);
   EXPECT_EQ(d.root_or_tag, s.root_or_tag);
 }
