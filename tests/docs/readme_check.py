@@ -40,6 +40,12 @@ LAUNCHERS = {"kolorun", "kolo_torch.run"}
 REPO_PATH = re.compile(r"^(?:\./)?((?:scripts|bench|tests|examples|docs|src|include|python|transports|kernels|\.ci)"
                        r"/[A-Za-z0-9_./+-]*)$")
 SEPARATORS = {"&&", "||", ";", "|"}
+# Commands that are not kolo's: a flag README writes after one of these is theirs, not checked.
+# Any other first word of an inline span (`KOLO_JOB_ID`, `import kolo_torch`) is not a command.
+EXTERNAL_COMMANDS = {"torchrun", "mpirun", "mpiexec", "srun", "meson", "ninja", "pkg-config", "apt-get", "apt",
+                     "pip", "pip3", "env", "taskset", "valgrind", "perf", "iperf3", "sh", "bash", "export", "cd", "ip",
+                     "docker", "ssh", "git", "kill", "timeout", "gdb", "strace", "nvidia-smi", "compute-sanitizer",
+                     "sudo", "make", "cmake", "gnuplot", "ib_write_bw", "ibv_rc_pingpong", "debootstrap", "chroot"}
 
 
 class Program:
@@ -241,8 +247,15 @@ class Checker:
         return has_flag(help_text, flag)
 
     # A command: tokens after the program are its flags, until a separator or another program.
-    def command(self, text, where, mentions):
+    def command(self, text, where, mentions, from_code=False):
         tokens = tokenize(text)
+
+        def other(tok, known=False):  # a program not kolo's; a lone flag after it is not checked
+            prog = Program(tok, "external")
+            if from_code or known or tok.split("/")[-1] in EXTERNAL_COMMANDS:
+                mentions.append(prog)
+            return prog
+
         current = None
         expect_command = True
         swallow = False
@@ -262,14 +275,20 @@ class Checker:
                 if prog is None and re.match(r"^(?:.*/)?python3?(?:\.\d+)?$", tok):
                     current = "python"
                     continue
-                current = prog if prog is not None else Program(tok, "external")
-                mentions.append(current)
+                if prog is None:
+                    current = other(tok)
+                else:
+                    current = prog
+                    mentions.append(prog)
                 continue
             if current == "python":
                 if tok == "-m":
                     continue
-                current = prog if prog is not None else Program(tok, "external")
-                mentions.append(current)
+                if prog is None:
+                    current = other("python3 " + tok, known=True)
+                else:
+                    current = prog
+                    mentions.append(prog)
                 continue
             if prog is not None and prog.kolo:
                 current = prog
@@ -284,8 +303,7 @@ class Checker:
             flag = clean_flag(tok)
             if flag is None:
                 if current is not None and current.kolo and current.name in LAUNCHERS:
-                    current = Program(tok, "external")  # the launched program, not kolo's
-                    mentions.append(current)
+                    current = other(tok)  # the launched program, not kolo's
                 continue
             if current is None or not current.kolo:
                 continue
@@ -364,7 +382,7 @@ class Checker:
                     joined.append(" ".join(parts))
                 for cmd in joined:
                     if cmd.strip():
-                        self.command(cmd, "%s: `%s`" % (where_base, cmd.strip()[:70]), [])
+                        self.command(cmd, "%s: `%s`" % (where_base, cmd.strip()[:70]), [], from_code=True)
                 continue
             body = " ".join(lines)
             for target in re.findall(r"\]\(([^)#\s]+)\)", body):  # Markdown links
