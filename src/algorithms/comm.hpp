@@ -41,6 +41,15 @@ class Comm {
   virtual bool test(Req r) = 0;
   void wait_all(std::initializer_list<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
   void wait_all(std::span<Req> rs) { for (Req r : rs) if (r.valid()) wait(r); }
+  // One exchange with `peer`: sends `out` (unless null) and receives into `in` (unless null),
+  // returning when both are done: irecv, isend and both waits. An implementation may do it in
+  // one step (the engine's direct path moves both messages straight through the pair); the
+  // matching rule is the same as for the four calls.
+  virtual void exchange(int peer, const void* out, size_t out_bytes, void* in, size_t in_bytes) {
+    const Req r = in != nullptr ? irecv(peer, in, in_bytes) : Req{};
+    const Req s = out != nullptr ? isend(peer, out, out_bytes) : Req{};
+    wait_all({r, s});
+  }
 
   // Receiving from any source (recv_any.cpp); a Comm that cannot (a sub-group's, a test's)
   // keeps these defaults, which refuse. peek_p2p: true when the next message from `peer` that
@@ -73,6 +82,7 @@ class Comm {
 
 // Convenience: exchange with two peers at once (the send never blocks the receive).
 inline void sendrecv(Comm& c, int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes) {
+  if (to == from) return c.exchange(to, sbuf, sbytes, rbuf, rbytes);
   Req r = c.irecv(from, rbuf, rbytes);
   Req s = c.isend(to, sbuf, sbytes);
   c.wait(r);

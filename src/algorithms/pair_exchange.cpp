@@ -76,9 +76,8 @@ void run(Comm& comm) {
     default:
       throw std::logic_error("kolo: the pair exchange has no " + std::string(coll_name(a.kind)));
   }
-  const Req got = in != nullptr ? comm.irecv(q, in, bytes) : Req{};
-  const Req sent = out != nullptr ? comm.isend(q, out, bytes) : Req{};
-  comm.wait_all({got, sent});  // the send too: the result may overwrite what it sends
+  // Both ways done before the local part: the result may overwrite what was sent.
+  comm.exchange(q, out, bytes, in, bytes);
   // Rank 0's block op rank 1's, then avg's division or premul_sum's factor.
   const auto combine = [&](void* dst, const void* mine) {
     comm.reduce(dst, r == 0 ? mine : in, r == 0 ? in : mine, a.count);

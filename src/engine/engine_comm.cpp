@@ -188,6 +188,52 @@ algo::Req EngineComm::irecv(int peer, void* buf, size_t bytes) {
   return algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
 }
 
+void EngineComm::exchange(int peer, const void* out, size_t out_bytes, void* in, size_t in_bytes) {
+  // The direct path's exchange with one peer when no receive is held: the send straight into
+  // the pair, then the peer's message taken as it arrives, with no request on either side. Any
+  // other case (the engine's run, held receives whose arrival must be checked together, a
+  // message longer than the pair takes at once) is the four calls.
+  if (!direct_ || n_held_ != 0) return Comm::exchange(peer, out, out_bytes, in, in_bytes);
+  check_peer(peer);
+  if (ctx_.has_failure()) raise_group_failure();
+  transport::Pair& pair = ctx_.pair(group_.to_ctx(peer));
+  if (in != nullptr && in_bytes > pair.recv_now_max_bytes()) return Comm::exchange(peer, out, out_bytes, in, in_bytes);
+  DirectSpin patience = spin();
+  algo::Req posted_send{};
+  if (out != nullptr) {
+    if (skip_sends_ > 0) {  // a direct attempt sent it before it handed the collective over
+      --skip_sends_;
+      ++sends_done_;
+    } else {
+      for (;;) {
+        const auto now = pair.send_now(out, out_bytes, tag_);
+        if (now == transport::Pair::Now::sent) {
+          ++sends_done_;
+          break;
+        }
+        if (now == transport::Pair::Now::declined || !patience.again()) {
+          if (!consumed_) hand_off();
+          pair.post_send(out, out_bytes, tag_, &reqs_.next());  // the ordinary way from here
+          posted_send = algo::Req{static_cast<int32_t>(reqs_.size() - 1)};
+          break;
+        }
+      }
+    }
+  }
+  if (in != nullptr) {
+    bool arrived = pair.recv_now(in, in_bytes, tag_);
+    while (!arrived && patience.again()) arrived = pair.recv_now(in, in_bytes, tag_);
+    if (arrived) {
+      consumed_ = true;
+    } else {
+      if (!consumed_) hand_off();  // what went out is counted in sends_done_
+      pair.post_recv(in, in_bytes, tag_, &reqs_.next());
+      wait(algo::Req{static_cast<int32_t>(reqs_.size() - 1)});
+    }
+  }
+  if (posted_send.valid()) wait(posted_send);
+}
+
 bool EngineComm::held_arrive() {
   DirectSpin wait = spin();
   for (;;) {

@@ -83,6 +83,7 @@ class EngineComm final : public algo::Comm {
   algo::Req irecv(int peer, void* buf, size_t bytes) override;
   void wait(algo::Req r) override;
   bool test(algo::Req r) override;
+  void exchange(int peer, const void* out, size_t out_bytes, void* in, size_t in_bytes) override;
   void reduce(void* dst, const void* src, size_t count) override;
   void reduce(void* dst, const void* a, const void* b, size_t count) override;
   void finalize(void* data, size_t count) override;

@@ -543,7 +543,9 @@ void Executor::run_algorithm(Task& t, Work& work, EngineComm& comm, bool unshare
   const char* transport = t.group == nullptr       ? next_rank_transport_
                           : g.size > 1 ? ctx_->transport_name(g.to_ctx((g.rank + 1) % g.size))
                                        : "self";
-  fr_->started(t.fr, transport, /*stamp=*/!comm.direct());
+  // A direct run is recorded once it ends (ran() dates its start and end at once); one handed
+  // over is started by the engine's run.
+  if (!comm.direct()) fr_->started(t.fr, transport);
   if (t.fr) comm.set_waiting_slot(&t.fr->waiting_on);
   if (t.args.kind == algo::CollKind::recv) comm.set_p2p_recv_counters(recv_counters(info(t)));  // recv "any"
   KOLO_LOG(info, algo::coll_name(t.args.kind) << " #" << t.stamp.seq << ": algorithm " << t.algorithm->name << ", transport "
