@@ -1,17 +1,25 @@
-// The group's engine thread. Operations run one after another in issue order: a collective runs
-// its algorithm to completion; a point-to-point operation is posted and then completes in the
-// background, so a send and a receive issued by two ranks towards each other never deadlock.
-// The first failure aborts the group: peers are told, every later operation fails fast.
+// A group's executor: its operations, in issue order, and who runs them. It knows no collective:
+// a collective is its algorithm (algorithms/algorithm.hpp) run to completion on an EngineComm;
+// a send or receive is posted on its pair and completes in the background, so a send and a
+// receive issued by two ranks towards each other never deadlock. The first failure aborts the
+// group: peers are told, every later operation fails fast.
 //
-// Who runs an operation: a caller that issues a collective and waits for it at once gains
-// nothing from a second thread, and on a machine with fewer cores than threads it loses two
-// hand-offs (microseconds each). So while callers keep waiting right after they issue, a new
-// collective is queued "deferred": the engine thread is not woken, and the caller's wait() runs
-// it itself (run_inline). If nobody comes for it within KOLO_INLINE_WINDOW_US (the caller wanted
-// overlap), the engine thread takes it and stops deferring; Options.overlap skips the deferral.
-// Sends and receives are deferred the same way: the waiter posts them and polls for the one it
-// waits for (drive_point_to_point), posting those issued meanwhile as the engine thread would.
-// run_mu_ makes sure only one thread at a time runs operations and touches the transports.
+// One way to run an operation (run_task, executor.cpp), three threads that may call it, and the
+// queue between them. Only one thread at a time runs operations and touches the transports
+// (run_mu_); issuing takes only the queue lock (mu_).
+//   the caller at issue  executor_direct.cpp   a small collective, send or receive issued while
+//                                              the group is idle runs in the issuing call
+//                                              (KOLO_DIRECT); a message late beyond
+//                                              KOLO_DIRECT_SPIN_US hands it to the queue's front
+//   its waiter           executor_waiter.cpp   a caller that waits for a queued operation runs
+//                                              it, and what precedes it, itself (run_inline)
+//   the engine thread    executor_thread.cpp   what callers leave to it: operations issued with
+//                                              Options.overlap, deferred ones nobody came for
+//                                              within KOLO_INLINE_WINDOW_US, posted sends and
+//                                              receives to poll, the close
+// While callers keep waiting right after they issue, a queued collective is "deferred": the
+// engine thread is not woken, and the caller's wait() runs it; if nobody comes within the
+// window (the caller wanted overlap), the engine thread takes it and stops deferring.
 #pragma once
 #include <deque>
 #include <exception>
