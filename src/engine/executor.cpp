@@ -67,25 +67,21 @@ Executor::~Executor() {
   // The thread ran everything queued before the close; anything left (it cannot be, but a
   // task's reference to its own Work would otherwise keep it alive for ever) is let go.
   while (!queue_.empty()) {
-    if (queue_.front()->work) release(*queue_.front());
-    queue_.pop_front();
+    Task& t = queue_.pop_front();
+    if (t.work) release(t);
   }
 }
 
 void Executor::queue_close() {
-  if (closing_) return;
-  closing_ = true;
-  close_task_.type = Task::Type::close;
-  close_task_.ticket = next_ticket_++;
-  queue_.push_back(&close_task_);
+  if (!queue_.closing()) queue_.close(close_task_);
 }
 
 void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
   bool notify;
   {
-    if (closing_) throw Error("kolo: " + where(t) + ": the group is shut down");
+    if (queue_.closing()) throw Error("kolo: " + where(t) + ": the group is shut down");
     t.work = std::move(work);
-    t.ticket = next_ticket_++;
+    queue_.push_back(t);  // numbers it (its ticket) and appends it
     if (t.work) WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
     // No clock is read here: whether a deferred operation waited too long for its caller is the
     // engine thread's to judge (due()).
@@ -95,9 +91,6 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
     if (t.type != Task::Type::close && t.fr == nullptr)  // a direct attempt that handed over has one
       t.fr = fr_->record(t.stamp.seq, algo::coll_name(t.args.kind), t.algorithm ? t.algorithm->name : "",
                          t.args.bytes(), t.args.root, /*stamp=*/!t.deferred);
-    if (t.type == Task::Type::collective) ++collectives_queued_;
-    queue_.push_back(&t);
-    add_queued(1);
   }
   lk.unlock();
   if (notify) {
@@ -106,28 +99,9 @@ void Executor::submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk) {
   }
 }
 
-size_t Executor::find_queued(const Work& w) const {
-  // Tasks leave the queue only from the front, so a task's index is its ticket's distance from
-  // the front's: no search, however many operations are queued.
-  if (queue_.empty()) return SIZE_MAX;
-  const uint64_t front = queue_.front()->ticket, t = WorkAccess::ticket(w);
-  if (t < front || t - front >= queue_.size()) return SIZE_MAX;
-  const size_t k = static_cast<size_t>(t - front);
-  return queue_[k]->work.get() == &w ? k : SIZE_MAX;
-}
-
-bool Executor::only_receives_queued(size_t from) const {
-  // Bounded: a long queue is the engine's to work through anyway.
-  constexpr size_t kLook = 16;
-  if (queue_.size() > from + kLook) return false;
-  for (size_t i = from; i < queue_.size(); ++i)
-    if (queue_[i]->type != Task::Type::point_to_point || queue_[i]->args.kind != algo::CollKind::recv) return false;
-  return true;
-}
-
 void Executor::undefer_through(size_t k) {
   bool any = false;
-  for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i]->deferred, false);
+  for (size_t i = 0; i <= k && i < queue_.size(); ++i) any |= std::exchange(queue_[i].deferred, false);
   if (!any) return;
   wake_.bump_and_wake();
   ctx_->wake_sleeper();
@@ -135,7 +109,7 @@ void Executor::undefer_through(size_t k) {
 
 void Executor::nudge(Work& w) {
   std::lock_guard<FutexLock> lk(mu_);
-  const size_t k = find_queued(w);
+  const size_t k = queue_.find(w);
   if (k != SIZE_MAX) undefer_through(k);
 }
 
@@ -217,7 +191,7 @@ void Executor::run_task(Task& t) {
   }
   const bool collective = t.type == Task::Type::collective;
   release(t);  // `t` may be gone from here on
-  if (collective) collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (collective) queue_.collective_finished();
 }
 
 void Executor::run_collective(Task& t) {

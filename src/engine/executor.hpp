@@ -39,41 +39,12 @@
 #include "engine/flight_recorder.hpp"
 #include "engine/scratch.hpp"
 #include "engine/tags.hpp"
+#include "engine/operation_queue.hpp"
+#include "engine/task.hpp"
 #include "engine/work_access.hpp"
 #include "kolo/work.hpp"
 
 namespace kolo::engine {
-
-// An operation as the engine runs it. It lives inside its Work (Operation below), so issuing,
-// queueing and running it moves a pointer, never the task: the queue, the inline batch and the
-// list of posted sends and receives hold Task*.
-struct Task {
-  enum class Type { collective, point_to_point, close };
-  Type type = Type::collective;
-  algo::CollArgs args;
-  const algo::Algorithm* algorithm = nullptr;
-  Stamp stamp;
-  std::chrono::milliseconds timeout{0};
-  // The engine's reference to the Work this task lives in, from submit() until the operation
-  // has ended (Executor::release): a Work the caller dropped stays alive while queued.
-  WorkPtr work;
-  bool overlap = false;   // Options.overlap: start on the engine thread at once
-  uint32_t skip_sends = 0;  // sent already by a direct attempt that handed over (run_direct)
-  bool deferred = false;  // left for the waiting caller to run (see above)
-  uint64_t ticket = 0;    // position in the order of submission (queue_ is in ticket order)
-  FlightEntry* fr = nullptr;  // its slot in the flight recorder (null when that is off)
-  // The group it belongs to when that is a subgroup sharing this executor's connections
-  // (ProcessGroup::split with share_connections); null for the executor's own group.
-  std::shared_ptr<const GroupInfo> group;
-  // alltoallv's counts and displacements, which args.v points to: kept while the task lives.
-  std::shared_ptr<const algo::VarCounts> var_counts;
-};
-
-// A Work with its task in the same block (one allocation from the group's Work pool).
-struct Operation final : Work {
-  Operation(Work::Token token, const char* op_name, uint64_t seq) : Work(token, op_name, seq) {}
-  Task task;
-};
 
 class Executor final : public WorkRunner, public std::enable_shared_from_this<Executor> {
  public:
@@ -91,9 +62,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void submit(Task& t, WorkPtr work, std::unique_lock<FutexLock>& lk);
   // With that lock: every collective queued so far has completed (its callbacks have run).
   // Collectives run one at a time in queue order, so two counters say it.
-  bool collectives_done(const std::unique_lock<FutexLock>&) const {
-    return collectives_done_.load(std::memory_order_acquire) == collectives_queued_;
-  }
+  bool collectives_done(const std::unique_lock<FutexLock>&) const { return queue_.collectives_done(); }
   // The direct path (KOLO_DIRECT), with lock_queue()'s lock: when nothing of the group is queued
   // or running, a small collective whose algorithm allows it runs here, on the issuing thread,
   // under the run lock: its sends go straight into the pairs and it takes its messages as they
@@ -160,11 +129,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   void wait_for_work();
   bool take_next(std::unique_lock<AsymmetricLock>& run, Task** out);
   void run_task(Task& t);  // and release(t), unless it became a pending send or receive
-  size_t find_queued(const Work& w) const;  // index in queue_ or SIZE_MAX; mu_ held
   void undefer_through(size_t k);           // mu_ held
-  // Everything queued from index `from` on is a point-to-point receive (or nothing is): what a
-  // send may overtake. mu_ held; false for a long queue.
-  bool only_receives_queued(size_t from) const;
   void sync_pending_count() { pending_n_.store(pending_live_, std::memory_order_release); }
   void run_collective(Task& t);
   // run_direct for a send or receive: completes `work` if the message goes out, or has arrived
@@ -209,13 +174,6 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::unique_ptr<FlightRecorder> fr_;  // the last KOLO_FR_SIZE operations, dumped on failure
   size_t chunk_bytes_;
   WaitPolicy wait_;  // how its collectives wait for messages
-  // queue_.size(), readable without the lock; written under mu_ only (a plain store, no
-  // read-modify-write).
-  std::atomic<int> queued_{0};
-  void add_queued(int n) { queued_.store(queued_.load(std::memory_order_relaxed) + n, std::memory_order_release); }
-  uint64_t collectives_queued_ = 0;  // under mu_
-  // Collectives finished (run_task; under run_mu_, one writer at a time: a plain store).
-  std::atomic<uint64_t> collectives_done_{0};
   bool inline_enabled_;
   std::chrono::microseconds inline_window_;
   // The direct path: KOLO_DIRECT and every peer (if any) reached by a transport that moves
@@ -252,11 +210,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   FutexLock mu_;      // the queue; taken after run_mu_ when both are needed
   // Bumped (after a change under mu_) whenever the engine thread must look again; it sleeps on it.
   WakeWord wake_;
-  RingQueue<Task*> queue_;
+  OperationQueue queue_;  // under mu_
   Task close_task_;  // queued once, by whichever of close_and_join() and the destructor is first
   void queue_close();  // mu_ held
-  uint64_t next_ticket_ = 0;  // under mu_
-  bool closing_ = false;
 
   // Point-to-point receives posted per peer (run_mu_): the sequence number the next one's tag
   // carries, which must count the sender's messages on that pair. Counted here, when posted,

@@ -15,8 +15,8 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   // A send may also pass receives still queued (they send nothing it could overtake on its
   // pair), as the sends of a sendrecv loop issued back to back must: each peer waits for them.
   const bool p2p = t.type == Task::Type::point_to_point;
-  const bool send_past_receives = p2p && t.args.kind == algo::CollKind::send && only_receives_queued(0);
-  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || closing_ ||
+  const bool send_past_receives = p2p && t.args.kind == algo::CollKind::send && queue_.only_receives_from(0);
+  if (!direct_capable_ || t.args.bytes() > direct_bytes_ || t.group || t.overlap || queue_.closing() ||
       !(queue_.empty() || send_past_receives) || !(collectives_done(lk) || send_past_receives) ||
       running_operations != 0 || failed_.load(std::memory_order_relaxed))
     return false;
@@ -29,8 +29,7 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   // Ours from here: numbered and counted like a queued collective, so that whoever issues
   // meanwhile queues behind it; the queue lock is let go for the run (a completion callback
   // this thread runs may issue).
-  t.ticket = next_ticket_++;
-  ++collectives_queued_;
+  queue_.number(t);
   t.fr = fr_->record(t.stamp.seq, WorkAccess::name(*work), t.algorithm->name, t.args.bytes(), t.args.root,
                      /*stamp=*/false);
   lk.unlock();
@@ -40,7 +39,7 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
     ran = attempt_direct(t, *work, /*unshared=*/true);  // not returned to its caller yet
   }
   if (ran) {
-    collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    queue_.collective_finished();
     return true;
   }
   // Handed over: back to the queue's front, before whatever was issued meanwhile (nothing left
@@ -51,8 +50,7 @@ bool Executor::run_direct(Task& t, const std::shared_ptr<Operation>& work, std::
   WorkAccess::set_runner(*t.work, weak_from_this(), t.ticket);
   t.deferred = inline_enabled_ && predict_inline_.load(std::memory_order_relaxed);
   notify = !t.deferred || wake_for_deferred();
-  queue_.push_front(&t);
-  add_queued(1);
+  queue_.push_front(t);
   lk.unlock();
   run.unlock();
   if (notify) {
@@ -131,7 +129,7 @@ bool Executor::run_waited_direct(Task& t, bool only_receives_behind) {
       wait_.pure_spin_polls == 0 || !attempt_direct(t, *t.work, /*unshared=*/false))
     return false;
   release(t);
-  collectives_done_.store(collectives_done_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  queue_.collective_finished();
   return true;
 }
 

@@ -21,7 +21,7 @@ void Executor::wait_for_work() {
   // A training loop or benchmark issues the next operation within microseconds; polling the
   // queue briefly (yielding the core) saves a futex wake-up per operation.
   auto until = Clock::now() + wait_.spin;
-  while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until) {
+  while (queue_.size_unlocked() == 0 && Clock::now() < until) {
     if (pending_n_.load(std::memory_order_acquire) > 0 || ctx_->has_failure()) return;
     std::this_thread::yield();
   }
@@ -47,7 +47,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
     const bool attention = !pending_.empty() || (ctx_->has_failure() && !failed_);
     Clock::time_point until;
     if (!queue_.empty()) {
-      Task& f = *queue_.front();
+      Task& f = queue_.front();
       const auto now = f.deferred ? Clock::now() : Clock::time_point{};
       const bool young = f.deferred && now < due(f, now);
       if (!young) {
@@ -56,12 +56,11 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
         if (f.deferred) {
           predict_inline_.store(false, std::memory_order_relaxed);
           window_stretch_ = 1;
-          for (size_t i = 1; i < queue_.size(); ++i) queue_[i]->deferred = false;
+          for (size_t i = 1; i < queue_.size(); ++i) queue_[i].deferred = false;
         }
         *out = &f;
         idle_timers_ = 0;  // working: the next idle spell starts with windows again
         queue_.pop_front();
-        add_queued(-1);
         return true;
       }
       if (attention) return false;
@@ -71,7 +70,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
       until = Clock::now() + idle_sleep();
     }
     const uint32_t gen = wake_.read();
-    uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front()->ticket;
+    uint64_t waited_ticket = queue_.empty() ? UINT64_MAX : queue_.front().ticket;
     lk.unlock();
     run.unlock();
     // Sleep without run_mu_, and wake up without it too: when the timer goes off while a caller
@@ -89,7 +88,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
       if (now < until) continue;  // a spurious return
       std::lock_guard<FutexLock> w(mu_);
       if (ctx_->has_failure()) break;
-      if (queue_.empty() || queue_.front()->ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
+      if (queue_.empty() || queue_.front().ticket != waited_ticket) window_stretch_ = std::min(2 * window_stretch_, kMaxStretch);
       if (queue_.empty()) {
         // Sends or receives in flight need polling (whoever posted them should have woken this
         // thread; this bounds the cost should one not have).
@@ -102,7 +101,7 @@ bool Executor::take_next(std::unique_lock<AsymmetricLock>& run, Task** out) {
         }
         continue;
       }
-      const Task& f = *queue_.front();
+      const Task& f = queue_.front();
       if (!f.deferred || now >= due(f, now)) break;  // due: take it
       waited_ticket = f.ticket;
       until = due(f, now);  // a later operation, still left for its caller

@@ -33,7 +33,7 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
   if (inline_enabled_ && running_operations == 0) (void)run.try_lock();
   {
     std::unique_lock<FutexLock> lk(mu_);
-    const size_t k = find_queued(w);
+    const size_t k = queue_.find(w);
     if (k == SIZE_MAX) {
       // Running or done, or a send or receive already posted (by an earlier inline run): with
       // the engine thread idle, poll for it here rather than sleep until that thread does.
@@ -47,18 +47,14 @@ bool Executor::run_inline(Work& w, std::chrono::milliseconds wait_timeout) {
     // Only operations the caller may run (not the close), in issue order, and only if the
     // waiter does not want to be released before the operations' own timeouts could end them.
     bool ok = run.owns_lock();
-    only_receives_behind = k == 0 && queue_[0]->type == Task::Type::point_to_point && only_receives_queued(1);
+    only_receives_behind = k == 0 && queue_[0].type == Task::Type::point_to_point && queue_.only_receives_from(1);
     for (size_t i = 0; ok && i <= k; ++i)
-      ok = queue_[i]->type != Task::Type::close && within(wait_timeout, queue_[i]->timeout);
+      ok = queue_[i].type != Task::Type::close && within(wait_timeout, queue_[i].timeout);
     if (!ok) {
       undefer_through(k);  // the waiter will sleep: the engine thread must run them now
       return false;
     }
-    for (size_t i = 0; i <= k; ++i) {
-      inline_batch_.push_back(queue_.front());
-      queue_.pop_front();
-    }
-    add_queued(-static_cast<int>(k + 1));
+    for (size_t i = 0; i <= k; ++i) inline_batch_.push_back(&queue_.pop_front());
   }
   RunningOperations mark;
   // `w` stays alive throughout: its caller holds a reference.
@@ -100,7 +96,7 @@ void Executor::drive_point_to_point(Work& w) {
   bool handed_over = false;
   while (!WorkAccess::released(w)) {
     const uint64_t key = ctx_->wake_key();  // before the look at the queue: see Context::block
-    if (queued_.load(std::memory_order_seq_cst) > 0 && !post_queued_point_to_point()) {
+    if (queue_.size_unlocked(std::memory_order_seq_cst) > 0 && !post_queued_point_to_point()) {
       handed_over = true;
       break;
     }
@@ -135,11 +131,8 @@ bool Executor::post_queued_point_to_point() {
   bool collective_next;
   {
     std::lock_guard<FutexLock> lk(mu_);
-    while (!queue_.empty() && queue_.front()->type == Task::Type::point_to_point) {
-      inline_batch_.push_back(queue_.front());
-      queue_.pop_front();
-      add_queued(-1);
-    }
+    while (!queue_.empty() && queue_.front().type == Task::Type::point_to_point)
+      inline_batch_.push_back(&queue_.pop_front());
     collective_next = !queue_.empty();
   }
   for (Task* t : inline_batch_) run_task(*t);
