@@ -16,13 +16,15 @@
 
 namespace kolo::cli {
 
-// Help text: the usage lines, the description, every option by group, the footer.
+// Help text: the usage lines, the description, the positional arguments, every option by
+// group, the footer.
 class UsageFirstFormatter : public CLI::Formatter {
  public:
   explicit UsageFirstFormatter(std::string usage) : usage_(std::move(usage)) { column_width(28); }
   std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode mode) const override {
     std::string out = usage_;
     if (!app->get_description().empty()) out += app->get_description() + "\n";
+    out += make_positionals(app);
     out += make_groups(app, mode);
     if (!app->get_footer().empty()) out += "\n" + app->get_footer() + "\n";
     // One blank line between groups (CLI11 leaves two).
