@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin libgloo-dev libibverbs-dev iproute2 ethtool python3
-      nlohmann-json3-dev
+      nlohmann-json3-dev libcli11-dev
       iperf3 gnuplot-nox bible-kjv bible-kjv-text
       libopenblas-dev python3-torch libssl-dev clang libclang-rt-14-dev
       libtorch-dev pybind11-dev python3-dev python3-pytest

@@ -12,7 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
+
+#include "cli.hpp"  // src/common: the programs' shared CLI11 setup
 
 namespace kolo::bench {
 
@@ -30,14 +33,28 @@ struct SkewArgs {
   int iters = 300;  // --iters: back-to-back barriers per latency run
   int rows = 400;   // --rows
 };
-// False, with `usage` on stderr, when a value is out of range.
+// False, with the reason and the help on stderr, for a bad command line (an unknown flag, a
+// value out of range); -h/--help prints the help and exits 0. `usage`: how the program is run.
 inline bool parse_skew_args(int argc, char** argv, const char* usage, SkewArgs* a) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--iters") == 0) a->iters = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--rows") == 0) a->rows = std::atoi(argv[i + 1]);
+  CLI::App app{"", argv[0]};
+  bool help = false;
+  kolo::cli::configure(app, std::string("usage: ") + usage + " [--iters N] [--rows R]\n");
+  app.add_option("--iters", a->iters, "back-to-back barriers per latency run, >= 1 (300)")->type_name("N");
+  app.add_option("--rows", a->rows, "rows of (broadcasts, barrier, broadcasts), > " + std::to_string(kSkewSkip) + " (400)")
+      ->type_name("R");
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "%s\n%s", e.what(), kolo::cli::help(app).c_str());
+    return false;
+  }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    std::exit(0);
   }
   if (a->iters >= 1 && a->rows > kSkewSkip) return true;
-  std::fprintf(stderr, "usage: %s [--iters N >= 1] [--rows R > %d]\n", usage, kSkewSkip);
+  std::fprintf(stderr, "need --iters >= 1 and --rows > %d\n%s", kSkewSkip, kolo::cli::help(app).c_str());
   return false;
 }
 

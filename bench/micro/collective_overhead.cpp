@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "kolo/kolo.hpp"
 
 namespace {
@@ -105,14 +106,32 @@ std::vector<std::string> split(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> transports = {"shm", "tcp"};
+  std::string transport_list = "shm,tcp";
+  bool help = false;
+  CLI::App app{"", "kolo-bench-overhead"};
+  kolo::cli::configure(app, "usage: kolo-bench-overhead [--transports shm,tcp] [google-benchmark flags]\n");
+  app.description("The per-call cost of a collective that moves nothing: a group of one, and 2 ranks per transport.");
+  app.allow_extras();  // google-benchmark's own flags (--benchmark_filter=...): passed on to it
+  app.add_option("--transports", transport_list, "transports of the 2-rank groups, comma-separated (shm,tcp)")
+      ->type_name("LIST");
+  kolo::cli::add_help(app, help, "show this help, then google-benchmark's flags");
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-bench-overhead: %s\n", e.what());
+    return 2;
+  }
+  std::vector<std::string> passed = app.remaining();
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    passed = {"--help"};  // google-benchmark prints its flags and exits
+  }
+  const std::vector<std::string> transports = split(transport_list);
   std::vector<char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--transports") == 0 && i + 1 < argc) {
-      transports = split(argv[++i]);
-    } else {
-      rest.push_back(argv[i]);
-    }
+  for (std::string& a : passed) rest.push_back(a.data());
+  if (help) {
+    int n = static_cast<int>(rest.size());
+    benchmark::Initialize(&n, rest.data());
   }
   // Partners are forked before this process starts any thread.
   std::map<std::string, std::pair<pid_t, std::string>> partners;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "kolo/kolo.hpp"
 #include "open_sockets.hpp"
 
@@ -79,16 +80,23 @@ void report_splits(kolo::ProcessGroup& world, std::vector<float>& v) {
 
 int main(int argc, char** argv) {
   size_t bytes = 1 << 20;
-  bool splits = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--bytes" && i + 1 < argc) {
-      bytes = std::stoul(argv[++i]);
-    } else if (std::string(argv[i]) == "--split") {
-      splits = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--bytes N] [--split]\n", argv[0]);
-      return 2;
-    }
+  bool splits = false, help = false;
+  CLI::App app{"", "kolo-bench-connect"};
+  kolo::cli::configure(app, "usage: kolorun -n P kolo-bench-connect [--bytes N] [--split]\n");
+  app.description("What forming a group costs (KOLO_CONNECT=eager or lazy): creation, first all-reduce and\n"
+                  "all-to-all, sockets per rank.");
+  app.add_option("--bytes", bytes, "bytes per rank of the first all-reduce and all-to-all (1048576)")->type_name("N");
+  app.add_flag("--split", splits, "then time subgroups split(rank % 2, rank), ordinary and sharing connections");
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-bench-connect: %s\n%s", e.what(), kolo::cli::help(app).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
   }
   const int before = open_sockets();
   auto t = Clock::now();

@@ -13,7 +13,6 @@
 //
 //   kolo-bench-cuda-kernels [--op sum] [--dtypes float32,bfloat16] [--min-bytes 1M] [--max-bytes 1G]
 #include <cuda_runtime.h>
-#include <getopt.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 #include "common/byte_size.hpp"
+#include "common/cli.hpp"
 #include "kernels/cuda/cuda_api.hpp"
 #include "kolo/error.hpp"
 #include "kolo/types.hpp"
@@ -68,43 +68,39 @@ size_t parse_size(const std::string& text) {
   return static_cast<size_t>(*bytes);
 }
 
+// Throws std::invalid_argument for a bad command line; with -h/--help prints the help and exits 0.
 Options parse_options(int argc, char** argv) {
   Options o;
-  // getopt_long, as the other benchmarks parse their flags: "--op=max" and "--op max" alike.
-  enum { kOp = 1, kDtypes, kMinBytes, kMaxBytes };
-  const option flags[] = {{"op", required_argument, nullptr, kOp},
-                          {"dtypes", required_argument, nullptr, kDtypes},
-                          {"min-bytes", required_argument, nullptr, kMinBytes},
-                          {"max-bytes", required_argument, nullptr, kMaxBytes},
-                          {nullptr, 0, nullptr, 0}};
-  opterr = 0;
-  for (int code; (code = getopt_long(argc, argv, ":", flags, nullptr)) != -1;) {
-    const std::string value = optarg != nullptr ? optarg : "";
-    switch (code) {
-      case kOp:
-        o.op = kolo::parse_reduce(value);
-        break;
-      case kDtypes:
-        for (size_t start = 0; start <= value.size();) {
-          const size_t comma = std::min(value.find(',', start), value.size());
-          o.dtypes.push_back(kolo::parse_dtype(value.substr(start, comma - start)));
-          start = comma + 1;
-        }
-        break;
-      case kMinBytes:
-        o.min_bytes = parse_size(value);
-        break;
-      case kMaxBytes:
-        o.max_bytes = parse_size(value);
-        break;
-      case ':':
-        throw std::invalid_argument(std::string(argv[optind - 1]) + " needs a value");
-      default:
-        throw std::invalid_argument("unknown option " + std::string(argv[optind - 1]) +
-                                    " (expected --op, --dtypes, --min-bytes, --max-bytes)");
+  std::string op = "sum", dtypes, min_bytes = "1M", max_bytes = "1G";
+  bool help = false;
+  CLI::App app{"", "kolo-bench-cuda-kernels"};
+  kolo::cli::configure(app, "usage: kolo-bench-cuda-kernels [--op sum] [--dtypes float32,bfloat16] [--min-bytes 1M] [--max-bytes 1G]\n");
+  app.description("Bandwidth of the CUDA reduction kernels against a device-to-device copy, per dtype and size.");
+  app.add_option("--op", op, "the reduction (sum)")->type_name("OP");
+  CLI::Option* dtypes_given =
+      app.add_option("--dtypes", dtypes, "comma-separated dtypes (every one the op supports)")->type_name("LIST");
+  app.add_option("--min-bytes", min_bytes, "smallest buffer per operand, e.g. 64M (1M)")->type_name("SIZE");
+  app.add_option("--max-bytes", max_bytes, "largest buffer per operand (1G)")->type_name("SIZE");
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (expected --op, --dtypes, --min-bytes, --max-bytes)");
+  }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    std::exit(0);
+  }
+  o.op = kolo::parse_reduce(op);
+  if (dtypes_given->count() > 0) {
+    for (size_t start = 0; start <= dtypes.size();) {
+      const size_t comma = std::min(dtypes.find(',', start), dtypes.size());
+      o.dtypes.push_back(kolo::parse_dtype(dtypes.substr(start, comma - start)));
+      start = comma + 1;
     }
   }
-  if (optind < argc) throw std::invalid_argument(std::string("unexpected argument ") + argv[optind]);
+  o.min_bytes = parse_size(min_bytes);
+  o.max_bytes = parse_size(max_bytes);
   if (o.dtypes.empty()) {
     for (int t = 0; t < kolo::kNumDataTypes; ++t) {
       const auto dtype = static_cast<kolo::DataType>(t);

@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include "common/cli.hpp"
 #include <vector>
 
 #include <sys/uio.h>
@@ -91,8 +93,10 @@ double run(Kernel kernel, int threads, size_t bytes, double seconds) {
   return total;
 }
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "kolo-bench-limits: %s\nusage: kolo-bench-limits [--bytes N] [--seconds S] [--threads T]\n", why);
+const char* const kUsage = "usage: kolo-bench-limits [--bytes N] [--seconds S] [--threads T]\n";
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "kolo-bench-limits: %s\n%s", why.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -102,24 +106,29 @@ int main(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;  // well past every cache level
   double seconds = 0.5;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(("option '" + arg + "' needs a value").c_str());
-    const char* value = argv[++i];
-    char* end = nullptr;
-    if (arg == "--bytes") {
-      bytes = std::strtoull(value, &end, 10);
-      if (*end != '\0' || bytes < 4096) usage("--bytes must be an integer >= 4096");
-    } else if (arg == "--seconds") {
-      seconds = std::strtod(value, &end);
-      if (*end != '\0' || !(seconds > 0) || seconds > 60) usage("--seconds must be in (0, 60]");
-    } else if (arg == "--threads") {
-      threads = static_cast<int>(std::strtol(value, &end, 10));
-      if (*end != '\0' || threads < 1 || threads > 1024) usage("--threads must be in [1, 1024]");
-    } else {
-      usage(("unknown option '" + arg + "'").c_str());
-    }
+  bool help = false;
+  CLI::App app{"", "kolo-bench-limits"};
+  kolo::cli::configure(app, kUsage);
+  app.description("The machine's memcpy, float32 reduction and cross-memory-attach bandwidth on 1 thread and on\n"
+                  "every core, as one JSON object.");
+  CLI::Option* bytes_opt =
+      app.add_option("--bytes", bytes, "buffer size per thread, >= 4096 (64 MiB: past every cache level)")->type_name("N");
+  CLI::Option* seconds_opt = app.add_option("--seconds", seconds, "time per measurement, in (0, 60] (0.5)")->type_name("S");
+  CLI::Option* threads_opt =
+      app.add_option("--threads", threads, "threads of the all-core runs, in [1, 1024] (the cores)")->type_name("T");
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    usage(e.what());
   }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
+  }
+  if (bytes_opt->count() > 0 && bytes < 4096) usage("--bytes must be an integer >= 4096");
+  if (seconds_opt->count() > 0 && (!(seconds > 0) || seconds > 60)) usage("--seconds must be in (0, 60]");
+  if (threads_opt->count() > 0 && (threads < 1 || threads > 1024)) usage("--threads must be in [1, 1024]");
   bytes = bytes / 64 * 64;
   try {
     const double copy1 = run(Kernel::memcpy, 1, bytes, seconds);

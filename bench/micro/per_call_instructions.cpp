@@ -15,6 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <string>
+#include <vector>
+
+#include "common/cli.hpp"
 #include "kolo/kolo.hpp"
 
 namespace {
@@ -45,13 +49,31 @@ extern "C" __attribute__((noinline)) void measure(kolo::ProcessGroup& g, int n, 
 }
 
 int main(int argc, char** argv) {
-  int which = 0;
-  while (argc == 3 && which < kNumOps && std::strcmp(argv[1], kNames[which]) != 0) ++which;
-  if (argc != 3 || which == kNumOps) {
-    std::fprintf(stderr, "usage: kolo-per-call-instructions allreduce|broadcast|barrier|sendrecv|empty|gather|scatter|reduce ITERATIONS\n");
+  std::string op;
+  int n = 0;
+  bool help = false;
+  CLI::App app{"", "kolo-per-call-instructions"};
+  kolo::cli::configure(app, "usage: kolo-per-call-instructions OPERATION ITERATIONS\n");
+  app.description("Runs ITERATIONS synchronous OPERATIONs inside measure(), for callgrind\n"
+                  "(scripts/per-call-instructions.sh): a group of one, or every rank's share under a launcher.");
+  // Both required, checked after parsing so that --help alone is not an error.
+  CLI::Option* op_given = app.add_option("OPERATION", op, "the operation measured")
+                              ->check(CLI::IsMember(std::vector<std::string>(kNames, kNames + kNumOps)));
+  CLI::Option* n_given = app.add_option("ITERATIONS", n, "calls measured")->type_name("N")->check(CLI::NonNegativeNumber);
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+    if (!help && (op_given->count() == 0 || n_given->count() == 0))
+      throw CLI::ValidationError("OPERATION and ITERATIONS are required");
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-per-call-instructions: %s\n%s", e.what(), kolo::cli::help(app).c_str());
     return 2;
   }
-  const int n = std::atoi(argv[2]);
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
+  }
+  const int which = static_cast<int>(std::find(kNames, kNames + kNumOps, op) - kNames);
   // Under a launcher (kolorun -n 2 valgrind ...; WORLD_SIZE set) every rank counts its own share
   // of a real exchange; alone, a group of one.
   std::shared_ptr<kolo::ProcessGroup> g;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "kolo/kolo.hpp"
 
 namespace {
@@ -177,18 +178,28 @@ int measure(const std::string& transport) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> transports = {"tcp", "shm"};
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--transports=", 0) == 0) {
-      transports = split(arg.substr(13));
-    } else if (arg == "--transports" && i + 1 < argc) {
-      transports = split(argv[++i]);
-    } else {
-      rest.push_back(argv[i]);
-    }
+  std::string transport_list = "tcp,shm";
+  bool help = false;
+  CLI::App app{"", "kolo-bench-transport"};
+  kolo::cli::configure(app, "usage: kolo-bench-transport [--transports tcp,shm] [google-benchmark flags]\n");
+  app.description("Ping-pong latency and streaming bandwidth per transport between 2 processes.");
+  app.allow_extras();  // google-benchmark's own flags (--benchmark_filter=...): passed on to it
+  app.add_option("--transports", transport_list, "transports to measure, comma-separated (tcp,shm)")->type_name("LIST");
+  kolo::cli::add_help(app, help, "show this help, then google-benchmark's flags");
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-bench-transport: %s\n", e.what());
+    return 2;
   }
+  std::vector<std::string> passed = app.remaining();
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    passed = {"--help"};  // google-benchmark prints its flags and exits
+  }
+  const std::vector<std::string> transports = split(transport_list);
+  std::vector<char*> rest = {argv[0]};
+  for (std::string& a : passed) rest.push_back(a.data());
   int rest_count = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_count, rest.data());
   if (benchmark::ReportUnrecognizedArguments(rest_count, rest.data())) return 2;

@@ -15,19 +15,45 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/cost_model.hpp"
 #include "common/byte_size.hpp"
+#include "common/cli.hpp"
 
 using namespace kolo::algo;
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: kolo-model COLLECTIVE HOSTS PER MIN MAX FACTOR\n");
+  // Six positional arguments, as text: checked below, as before.
+  const char* const names[] = {"COLLECTIVE", "HOSTS", "PER", "MIN", "MAX", "FACTOR"};
+  const char* const help_of[] = {"a collective as coll_name() spells it (allreduce, broadcast, ...)",
+                                 "hosts of the group",
+                                 "ranks per host",
+                                 "smallest size, bytes (K/M/G suffixes)",
+                                 "largest size, bytes (K/M/G suffixes)",
+                                 "each size is the last one times FACTOR, >= 2"};
+  std::string text[6];
+  bool help = false;
+  CLI::App app{"", "kolo-model"};
+  kolo::cli::configure(app, "usage: kolo-model COLLECTIVE HOSTS PER MIN MAX FACTOR\n");
+  app.description("What the cost model predicts per algorithm, and what selection picks, per size: lines\n"
+                  "\"bytes algorithm predicted_us\", then \"bytes selected NAME\".");
+  std::vector<CLI::Option*> given;
+  for (int i = 0; i < 6; ++i) given.push_back(app.add_option(names[i], text[i], help_of[i])->type_name(""));
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+    for (const CLI::Option* o : given)  // required, checked here so that --help alone is not an error
+      if (!help && o->count() == 0) throw CLI::ValidationError(o->get_name() + " is missing");
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-model: %s\n%s", e.what(), kolo::cli::help(app).c_str());
     return 2;
+  }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
   }
   int kind_index = -1;
   for (int k = 0; k < kNumCollKinds; ++k)
-    if (std::strcmp(argv[1], coll_name(static_cast<CollKind>(k))) == 0) kind_index = k;
-  const auto min = kolo::common::parse_byte_size(argv[4]), max = kolo::common::parse_byte_size(argv[5]);
-  const int hosts = std::atoi(argv[2]), per = std::atoi(argv[3]), factor = std::atoi(argv[6]);
+    if (text[0] == coll_name(static_cast<CollKind>(k))) kind_index = k;
+  const auto min = kolo::common::parse_byte_size(text[3]), max = kolo::common::parse_byte_size(text[4]);
+  const int hosts = std::atoi(text[1].c_str()), per = std::atoi(text[2].c_str()), factor = std::atoi(text[5].c_str());
   if (kind_index < 0 || hosts < 1 || per < 1 || !min || !max || *min < 1 || factor < 2) {
     std::fprintf(stderr, "kolo-model: bad arguments (collective as coll_name(), sizes with K/M/G, factor >= 2)\n");
     return 2;

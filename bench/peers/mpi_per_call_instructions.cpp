@@ -10,7 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include "cli.hpp"  // src/common: the programs' shared CLI11 setup
 
 namespace {
 enum Op { kAllreduce, kBroadcast, kGather, kScatter, kReduce, kNumOps };
@@ -30,14 +34,31 @@ extern "C" __attribute__((noinline)) void measure(int n, int which, float* x, in
 }
 
 int main(int argc, char** argv) {
-  int which = 0;
-  while (argc == 3 && which < kNumOps && std::strcmp(argv[1], kNames[which]) != 0) ++which;
-  if (argc != 3 || which == kNumOps) {
-    std::fprintf(stderr, "usage: kolo-per-call-instructions-mpi gather|scatter|broadcast|reduce|allreduce ITERATIONS\n");
+  std::string op;
+  int n = 0;
+  bool help = false;
+  CLI::App app{"", "kolo-per-call-instructions-mpi"};
+  kolo::cli::configure(app, "usage: mpirun -np P kolo-per-call-instructions-mpi OPERATION ITERATIONS\n");
+  app.description("kolo-per-call-instructions for Open MPI: ITERATIONS calls inside measure(), for callgrind.");
+  // Both required, checked after parsing so that --help alone is not an error.
+  CLI::Option* op_given = app.add_option("OPERATION", op, "the operation measured")
+                              ->check(CLI::IsMember(std::vector<std::string>(kNames, kNames + kNumOps)));
+  CLI::Option* n_given = app.add_option("ITERATIONS", n, "calls measured")->type_name("N")->check(CLI::NonNegativeNumber);
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+    if (!help && (op_given->count() == 0 || n_given->count() == 0))
+      throw CLI::ValidationError("OPERATION and ITERATIONS are required");
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-per-call-instructions-mpi: %s\n%s", e.what(), kolo::cli::help(app).c_str());
     return 2;
   }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
+  }
+  const int which = static_cast<int>(std::find(kNames, kNames + kNumOps, op) - kNames);
   MPI_Init(&argc, &argv);
-  const int n = std::atoi(argv[2]);
   int p = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &p);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/cli.hpp"
 #include "model/model.hpp"
 
 namespace {
@@ -27,35 +29,40 @@ struct Options {
   int threads = 1;
 };
 
-[[noreturn]] void usage(const char* bad) {
-  std::fprintf(stderr,
-               "kolo-bench-gpt-step: bad argument '%s'\n"
-               "usage: kolo-bench-gpt-step [--batch N] [--seq N] [--layers N] [--heads N] [--dim N] [--vocab N]\n"
-               "                           [--steps N] [--warmup N] [--threads N]\n",
-               bad);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage(argv[i]);
-    char* end = nullptr;
-    const long v = std::strtol(argv[++i], &end, 10);
-    if (*end != '\0' || v < 0) usage(argv[i]);
-    if (flag == "--batch") o.batch = int(v);
-    else if (flag == "--seq") o.config.seq = int(v);
-    else if (flag == "--layers") o.config.layers = int(v);
-    else if (flag == "--heads") o.config.heads = int(v);
-    else if (flag == "--dim") o.config.dim = int(v);
-    else if (flag == "--vocab") o.config.vocab = int(v);
-    else if (flag == "--steps") o.steps = int(v);
-    else if (flag == "--warmup") o.warmup = int(v);
-    else if (flag == "--threads") o.threads = int(v);
-    else usage(flag.c_str());
+  bool help = false;
+  CLI::App app{"", "kolo-bench-gpt-step"};
+  kolo::cli::configure(app,
+                       "usage: kolo-bench-gpt-step [--batch N] [--seq N] [--layers N] [--heads N] [--dim N] [--vocab N]\n"
+                       "                           [--steps N] [--warmup N] [--threads N]\n");
+  app.description("Forward + backward time of one training step of the example trainer's GPT model on one rank.");
+  const std::pair<const char*, std::pair<int*, const char*>> flags[] = {
+      {"--batch", {&o.batch, "sequences per step, >= 1 (8)"}},
+      {"--seq", {&o.config.seq, "context length (64)"}},
+      {"--layers", {&o.config.layers, "transformer blocks (4)"}},
+      {"--heads", {&o.config.heads, "attention heads (4)"}},
+      {"--dim", {&o.config.dim, "embedding width (128)"}},
+      {"--vocab", {&o.config.vocab, "vocabulary size (256)"}},
+      {"--steps", {&o.steps, "timed steps, >= 1 (30)"}},
+      {"--warmup", {&o.warmup, "untimed steps first (3)"}},
+      {"--threads", {&o.threads, "BLAS threads (1)"}},
+  };
+  for (const auto& [name, field] : flags) app.add_option(name, *field.first, field.second)->type_name("N");
+  kolo::cli::add_help(app, help);
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+    for (const auto& [name, field] : flags)
+      if (*field.first < 0) throw CLI::ValidationError(std::string(name) + " must not be negative");
+    if (o.steps < 1 || o.batch < 1) throw CLI::ValidationError("--steps/--batch must be >= 1");
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-bench-gpt-step: %s\n%s", e.what(), kolo::cli::help(app).c_str());
+    std::exit(2);
   }
-  if (o.steps < 1 || o.batch < 1) usage("--steps/--batch must be >= 1");
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    std::exit(0);
+  }
   return o;
 }
 

@@ -21,7 +21,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_DEBUG", "WARN", "Log level: ERROR, WARN, INFO (one line per collective: algorithm and transport), DEBUG, TRACE."},
       {"KOLO_DEBUG_SUBSYS", "ALL", "Subsystems whose INFO/DEBUG/TRACE lines show, as NCCL_DEBUG_SUBSYS: a comma list of INIT, COLL, P2P, NET, SHM, IB, STORE, ENV, ALL; a leading ^ excludes them instead (^NET,SHM). Errors and warnings always show."},
       {"KOLO_FR_SIZE", "256", "Flight recorder: how many of the last operations each group keeps (op, seq, size, algorithm, transport, state, times, the peer a stuck one waits for); dumped to KOLO_FR_DIR on a failure or SIGUSR1. 0: off."},
-      {"KOLO_FR_DIR", "/tmp/kolo-flight-recorder", "Where flight-recorder dumps go: <job>.<group>.rank<r>.json and .txt; merge them with kolo-trace."},
+      {"KOLO_FR_DIR", "/tmp/kolo-flight-recorder", "Where flight-recorder dumps go: <job>.<group>.rank<r>.json and .txt, <job> being the launch's id (KOLO_JOB_ID, else TORCHELASTIC_RUN_ID, Slurm's or Open MPI's job id, else master-<MASTER_ADDR>-<MASTER_PORT>), so that several jobs can share the folder; kolo-trace reads one job's dumps (--job ID picks one)."},
       {"KOLO_TRACE", "", "Write a Chrome trace (chrome://tracing, Perfetto) of every operation of every group to this file when the group ends; %r is the rank, else .rank<r>.json is appended."},
       {"KOLO_DEBUG_FILE", "", "Write log lines to this file instead of stderr, per process: %h host name, %p pid, %r rank (pid<N> before the rank is known), %% a percent sign."},
       // Selection
@@ -63,7 +63,7 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_IB_GID_INDEX", "", "GID table index for the ibverbs transport. Empty: on RoCE a RoCE v2 GID holding an IPv4-mapped address (from sysfs gid_attrs/types), on InfiniBand none (LID routing)."},
       {"KOLO_IB_SLOT_BYTES", "131072", "Size of one slot of an RDMA receive ring, 64-byte header included; longer messages are written slot by slot."},
       {"KOLO_KERNELS", "auto", "CPU reduction kernels: auto (AVX-512 where the CPU has it, else portable), portable, avx512."},
-      {"KOLO_JOB_ID", "", "Id of the launch (kolorun sets a random one for every rank); names shared-memory segments so that concurrent jobs never collide. Empty: a hash of the group's store prefix."},
+      {"KOLO_JOB_ID", "", "Id of the launch (kolorun sets a random one for every rank); names shared-memory segments so that concurrent jobs never collide (empty: a hash of the group's store prefix), and flight-recorder dumps (empty: see KOLO_FR_DIR)."},
       {"KOLO_IB_SLOTS", "16", "Slots per RDMA ring. Each rank registers 2 x KOLO_IB_SLOTS x KOLO_IB_SLOT_BYTES per peer (a staging and a receive ring)."},
   };
   return table;

@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "common/config.hpp"
 #include "common/log.hpp"
@@ -28,6 +32,8 @@ const char* state_name(int s) {
   return "?";
 }
 
+// For the Chrome trace's events (written as operations finish, under KOLO_TRACE): by hand, as
+// before. The dump (FlightRecorder::json) uses nlohmann/json.
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -109,6 +115,19 @@ TraceSink& trace_sink() {
   return *t;
 }
 
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// What a job id may hold, as it names files: letters, digits, '.', '-', '_' (others become '_').
+std::string file_safe(const std::string& id) {
+  std::string out;
+  for (char c : id.substr(0, 64))
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return out;
+}
+
 std::string per_rank_path(const std::string& pattern, int rank) {
   const auto at = pattern.find("%r");
   if (at != std::string::npos) return pattern.substr(0, at) + std::to_string(rank) + pattern.substr(at + 2);
@@ -117,8 +136,47 @@ std::string per_rank_path(const std::string& pattern, int rank) {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t capacity, int rank, int size, std::string group)
-    : ring_(capacity), rank_(rank), size_(size), group_(std::move(group)) {
+std::string FlightRecorder::job_id_from_environment(const std::string& fallback) {
+  std::string id = config::get_string("KOLO_JOB_ID");
+  if (id.empty()) {
+    // torchrun without --rdzv-id says "none" in every job: no id at all.
+    id = env_or_empty("TORCHELASTIC_RUN_ID");
+    if (id == "none") id.clear();
+    const std::string restarts = env_or_empty("TORCHELASTIC_RESTART_COUNT");
+    if (!id.empty() && !restarts.empty() && restarts != "0") id.append("-attempt").append(restarts);
+  }
+  if (id.empty() && !env_or_empty("SLURM_JOB_ID").empty()) {
+    id = env_or_empty("SLURM_JOB_ID");
+    const std::string step = env_or_empty("SLURM_STEP_ID");
+    if (!step.empty()) id.append(".").append(step);
+  }
+  for (const char* ompi : {"OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
+    if (id.empty()) id = env_or_empty(ompi);
+  if (id.empty() && !env_or_empty("MASTER_PORT").empty()) {
+    const std::string addr = env_or_empty("MASTER_ADDR");
+    id.append("master-").append(addr.empty() ? "127.0.0.1" : addr).append("-").append(env_or_empty("MASTER_PORT"));
+  }
+  if (id.empty()) id = fallback;
+  return file_safe(id);
+}
+
+int FlightRecorder::world_size_from_environment(int fallback) {
+  for (const char* name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
+    const std::string text = env_or_empty(name);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (!text.empty() && ec == std::errc() && end == text.data() + text.size() && n > 0) return n;
+  }
+  return fallback;
+}
+
+FlightRecorder::FlightRecorder(size_t capacity, int rank, int size, std::string group, const std::string& job_fallback)
+    : ring_(capacity),
+      rank_(rank),
+      size_(size),
+      group_(std::move(group)),
+      job_(job_id_from_environment(job_fallback)),
+      world_size_(world_size_from_environment(size)) {
   const auto wall = std::chrono::system_clock::now().time_since_epoch();
   const auto mono = Clock::now().time_since_epoch();
   wall_offset_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(wall - mono).count();
@@ -150,9 +208,10 @@ FlightRecorder::~FlightRecorder() {
   if (!write_file(trace_path_, out)) KOLO_LOG(warn, "KOLO_TRACE: cannot write " << trace_path_);
 }
 
-std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, const std::string& group) {
+std::unique_ptr<FlightRecorder> FlightRecorder::from_config(int rank, int size, const std::string& group,
+                                                            const std::string& job_fallback) {
   const int64_t n = config::get_int("KOLO_FR_SIZE");
-  return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group);
+  return std::make_unique<FlightRecorder>(static_cast<size_t>(std::max<int64_t>(0, n)), rank, size, group, job_fallback);
 }
 
 void FlightRecorder::started(FlightEntry* e, const char* transport, bool stamp) {
@@ -202,26 +261,33 @@ std::vector<FlightRecorder::Snapshot> FlightRecorder::snapshot() const {
 }
 
 std::string FlightRecorder::json(const std::string& reason) const {
-  std::ostringstream o;
-  o << "{\"rank\":" << rank_ << ",\"size\":" << size_ << ",\"group\":" << json_string(group_)
-    << ",\"pid\":" << ::getpid() << ",\"reason\":" << json_string(reason) << ",\"entries\":[";
-  bool first = true;
+  // ordered_json: the keys in the order written (kolo-trace does not care; people reading do).
+  using Json = nlohmann::ordered_json;
+  Json entries = Json::array();
   for (const auto& s : snapshot()) {
-    auto wall_us = [&](int64_t ns) { return ns ? (ns + wall_offset_ns_) / 1000 : 0; };
-    o << (first ? "\n" : ",\n") << "{\"seq\":" << s.seq << ",\"op\":" << json_string(s.op) << ",\"bytes\":" << s.bytes
-      << ",\"root\":" << s.root << ",\"algorithm\":" << json_string(s.algorithm) << ",\"transport\":"
-      << json_string(s.transport) << ",\"state\":\"" << state_name(s.state) << "\",\"waiting_on\":" << s.waiting_on
-      << ",\"issued_us\":" << wall_us(s.issued_ns) << ",\"started_us\":" << wall_us(s.started_ns)
-      << ",\"finished_us\":" << wall_us(s.finished_ns) << "}";
-    first = false;
+    auto wall_us = [&](int64_t ns) -> int64_t { return ns ? (ns + wall_offset_ns_) / 1000 : 0; };
+    entries.push_back(Json{{"seq", s.seq},
+                           {"op", s.op},
+                           {"bytes", s.bytes},
+                           {"root", s.root},
+                           {"algorithm", s.algorithm},
+                           {"transport", s.transport},
+                           {"state", state_name(s.state)},
+                           {"waiting_on", s.waiting_on},
+                           {"issued_us", wall_us(s.issued_ns)},
+                           {"started_us", wall_us(s.started_ns)},
+                           {"finished_us", wall_us(s.finished_ns)}});
   }
-  o << "\n]}\n";
-  return o.str();
+  const Json doc{{"rank", rank_},      {"size", size_}, {"group", group_},   {"job", job_},
+                 {"world_size", world_size_}, {"pid", ::getpid()}, {"reason", reason}, {"entries", std::move(entries)}};
+  // A reason quoting a peer's bytes may not be UTF-8: replaced, never thrown at.
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string FlightRecorder::text(const std::string& reason) const {
   std::ostringstream o;
-  o << "kolo flight recorder: rank " << rank_ << " of " << size_ << ", group " << group_ << ", pid " << ::getpid()
+  o << "kolo flight recorder: rank " << rank_ << " of " << size_ << ", group " << group_ << ", job "
+    << (job_.empty() ? "(no id)" : job_) << " (world of " << world_size_ << "), pid " << ::getpid()
     << "; dumped because: " << reason << "\n";
   for (const auto& s : snapshot()) {
     o << "  " << s.op << " #" << s.seq << "  " << s.bytes << " B  " << (s.algorithm.empty() ? "-" : s.algorithm) << "/"
@@ -239,15 +305,13 @@ std::string FlightRecorder::dump(const std::string& reason) const {
   ::mkdir(dir.c_str(), 0755);
   std::string safe_group;
   for (char c : group_) safe_group += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
-  std::string job;
-  for (char c : config::get_string("KOLO_JOB_ID")) job += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  const std::string base = dir + "/" + (job.empty() ? "" : job + ".") + safe_group + ".rank" + std::to_string(rank_);
+  const std::string base = dir + "/" + (job_.empty() ? "" : job_ + ".") + safe_group + ".rank" + std::to_string(rank_);
   if (!write_file(base + ".json", json(reason)) || !write_file(base + ".txt", text(reason))) {
     KOLO_LOG(warn, "flight recorder: cannot write " << base << ".json/.txt");
     return "";
   }
   KOLO_LOG(warn, "flight recorder: wrote " << base << ".json and .txt (" << reason << "); merge every rank's with kolo-trace "
-                                           << dir);
+                                           << (job_.empty() ? "" : "--job " + job_ + " ") << dir);
   return base + ".json";
 }
 

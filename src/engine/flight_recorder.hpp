@@ -1,8 +1,10 @@
 // The flight recorder: each group keeps its last KOLO_FR_SIZE operations (what, how big, which
 // algorithm, state, when, and which peer a stuck one waits for) in a ring allocated once. When
 // the group fails (a timeout, a dead or mismatched peer) or the process gets SIGUSR1, it writes
-// them to KOLO_FR_DIR as JSON and text; scripts/kolo-trace merges the dumps of all ranks and says
-// which rank is behind, in which collective. With KOLO_TRACE=file it also writes a Chrome trace
+// them to KOLO_FR_DIR as JSON and text, named and labelled by the job (job_id_from_environment:
+// the id every rank of one launch shares), so that one folder can hold several jobs' dumps;
+// scripts/kolo-trace merges the dumps of one job's ranks and says which rank is behind, in which
+// collective. With KOLO_TRACE=file it also writes a Chrome trace
 // (Perfetto) of every operation when the group ends.
 //
 // Cost on the hot path (KOLO_FR_SIZE > 0): no allocation, no lock, no clock read; per operation a
@@ -50,10 +52,24 @@ class FlightRecorder {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // capacity 0: off (every call is a no-op and record() returns null).
-  FlightRecorder(size_t capacity, int rank, int size, std::string group);
+  // capacity 0: off (every call is a no-op and record() returns null). `job_fallback`: the job
+  // id when the launch environment names none (job_id_from_environment).
+  FlightRecorder(size_t capacity, int rank, int size, std::string group, const std::string& job_fallback = "");
   ~FlightRecorder();  // writes the Chrome trace when KOLO_TRACE is set
-  static std::unique_ptr<FlightRecorder> from_config(int rank, int size, const std::string& group);
+  static std::unique_ptr<FlightRecorder> from_config(int rank, int size, const std::string& group,
+                                                     const std::string& job_fallback = "");
+
+  // The id of the job this process belongs to, the same in every rank of one launch, as the
+  // launch environment tells it: KOLO_JOB_ID (kolorun, per launch); else TORCHELASTIC_RUN_ID
+  // (torchrun's --rdzv-id; not its default "none"), with "-attempt<n>" after a restart
+  // (TORCHELASTIC_RESTART_COUNT); else SLURM_JOB_ID[.SLURM_STEP_ID]; else Open MPI's job id
+  // (OMPI_MCA_orte_ess_jobid, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE); else the rendezvous
+  // address, "master-<MASTER_ADDR>-<MASTER_PORT>"; else `fallback`. Only letters, digits, '.',
+  // '-' and '_' are kept (it names files), at most 64 characters.
+  static std::string job_id_from_environment(const std::string& fallback = "");
+  // The launch's world size (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS), or `fallback`.
+  static int world_size_from_environment(int fallback);
+  const std::string& job() const { return job_; }
 
   // Each marks the time itself (ticks_now()). record() has one caller at a time (the executor,
   // under its queue lock).
@@ -96,10 +112,14 @@ class FlightRecorder {
     if (!trace_path_.empty()) trace_event(e);
   }
 
-  // The ring as JSON / text, oldest first; `reason` says why it was dumped.
+  // The ring as JSON / text, oldest first; `reason` says why it was dumped. The JSON (written
+  // with nlohmann/json, only here: recording never touches it) is one object: rank, size (the
+  // group's), group, job, world_size, pid, reason, and entries (seq, op, bytes, root, algorithm,
+  // transport, state, waiting_on, issued_us, started_us, finished_us), in that order.
   std::string json(const std::string& reason) const;
   std::string text(const std::string& reason) const;
-  // Writes both to KOLO_FR_DIR; returns the JSON file's path ("" when off or on error).
+  // Writes both to KOLO_FR_DIR as <job>.<group>.rank<r>.json and .txt (<group>.rank<r> when no
+  // job id is known); returns the JSON file's path ("" when off or on error).
   std::string dump(const std::string& reason) const;
 
  private:
@@ -163,6 +183,8 @@ class FlightRecorder {
   uint64_t direct_ops_ = 0;  // operations ran() or record_ran() marked (their one caller at a time)
   int rank_, size_;
   std::string group_;
+  std::string job_;  // job_id_from_environment(), read once at construction
+  int world_size_;   // world_size_from_environment(size)
   // Wall time of the steady clock's zero, so dumps of different ranks share a time base.
   int64_t wall_offset_ns_;
   std::string trace_path_;  // KOLO_TRACE, per rank (the events go to a process-wide list)

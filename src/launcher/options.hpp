@@ -1,5 +1,7 @@
-// kolorun's command line. Parsed by hand rather than with getopt so that everything after the
-// program name reaches the program untouched, even arguments that look like kolorun options.
+// kolorun's command line, parsed with CLI11 (common/cli.hpp) as a prefix command: everything
+// from the program name on reaches the program untouched, even arguments that look like kolorun
+// options ("kolorun -n 2 prog -n 9 --help"). One small hand-written step remains, for mpirun's
+// "-np" (options.cpp, prepare_arguments).
 #pragma once
 #include <optional>
 #include <string>

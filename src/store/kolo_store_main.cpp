@@ -3,6 +3,8 @@
 //
 //   kolo-store [--host H] [--port P]     defaults: 127.0.0.1 and 29500; port 0 picks a free one
 //
+// (Command line: CLI11, common/cli.hpp. Exit status 2 on a bad one.)
+//
 // Prints "kolo-store: listening on H:PORT" (the real port) once it accepts connections, after
 // "kolo-store: authentication on|off ..." on stderr.
 //
@@ -17,25 +19,17 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/cli.hpp"
 #include "kolo/store.hpp"
 
 namespace {
 
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: kolo-store [--host HOST] [--port PORT]\n"
-               "  Runs a kolo TCPStore server until SIGINT/SIGTERM.\n"
-               "  --host HOST  address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)\n"
-               "  --port PORT  TCP port (default 29500; 0 picks a free port)\n"
-               "  Clients must prove KOLO_SECRET when KOLO_STORE_AUTH is on, or auto (the default) and\n"
-               "  KOLO_SECRET is set; torch's TCPStore clients cannot, so leave both unset for them.\n");
-}
-
-bool parse_port(const char* text, uint16_t* port) {
+bool parse_port(const std::string& text, uint16_t* port) {
   char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 0 || value > 65535) return false;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 0 || value > 65535) return false;
   *port = static_cast<uint16_t>(value);
   return true;
 }
@@ -49,29 +43,36 @@ const char* env_or_empty(const char* name) {
 
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
-  uint16_t port = 29500;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      return 0;
-    }
-    if (arg == "--version" || arg == "-V") {
-      std::printf("kolo-store (kolo) %s\n", KOLO_VERSION);
-      return 0;
-    }
-    if ((arg == "--host" || arg == "--port") && i + 1 < argc) {
-      const char* value = argv[++i];
-      if (arg == "--host") {
-        host = value;
-      } else if (!parse_port(value, &port)) {
-        std::fprintf(stderr, "kolo-store: invalid port '%s'\n", value);
-        return 2;
-      }
-      continue;
-    }
-    std::fprintf(stderr, "kolo-store: unexpected argument '%s'\n", arg.c_str());
-    usage(stderr);
+  std::string port_text = "29500";
+  bool help = false, version = false;
+  CLI::App app{"", "kolo-store"};
+  kolo::cli::configure(app, "usage: kolo-store [--host HOST] [--port PORT]\n");
+  app.description(
+      "  Runs a kolo TCPStore server until SIGINT/SIGTERM.\n"
+      "  Clients must prove KOLO_SECRET when KOLO_STORE_AUTH is on, or auto (the default) and\n"
+      "  KOLO_SECRET is set; torch's TCPStore clients cannot, so leave both unset for them.");
+  app.add_option("--host", host, "address to listen on (default 127.0.0.1; 0.0.0.0 for all interfaces)")
+      ->type_name("HOST");
+  app.add_option("--port", port_text, "TCP port (default 29500; 0 picks a free port)")->type_name("PORT");
+  kolo::cli::add_help(app, help);
+  app.add_flag("-V,--version", version, "show the version");
+  try {
+    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "kolo-store: %s\n%s", e.what(), kolo::cli::help(app).c_str());
+    return 2;
+  }
+  if (help) {
+    std::fputs(kolo::cli::help(app).c_str(), stdout);
+    return 0;
+  }
+  if (version) {
+    std::printf("kolo-store (kolo) %s\n", KOLO_VERSION);
+    return 0;
+  }
+  uint16_t port = 0;
+  if (!parse_port(port_text, &port)) {
+    std::fprintf(stderr, "kolo-store: invalid port '%s'\n", port_text.c_str());
     return 2;
   }
 

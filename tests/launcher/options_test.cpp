@@ -97,6 +97,65 @@ TEST(KolorunOptions, RejectsBadInput) {
   }
 }
 
+// CLI11 parses kolorun as a prefix command: the first argument that is not an option is the
+// program, and everything from it on is the program's, however much it looks like kolorun's.
+TEST(KolorunOptions, EverythingFromTheProgramOnIsTheProgramsOwn) {
+  LaunchOptions o = parse({"-n", "2", "prog", "--nproc", "5", "-np", "3", "-x", "A=1", "-t", "--", "--help", "-h", "-V"});
+  EXPECT_EQ(o.nproc, 2);
+  EXPECT_FALSE(o.tag_output);
+  EXPECT_FALSE(o.show_help);
+  EXPECT_FALSE(o.show_version);
+  EXPECT_TRUE(o.extra_env.empty());
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "--nproc", "5", "-np", "3", "-x", "A=1", "-t", "--", "--help",
+                                                 "-h", "-V"}));
+  // The program's own "--": only the first one, before the program, is kolorun's.
+  EXPECT_EQ(parse({"-n", "1", "--", "prog", "--", "x"}).program, (std::vector<std::string>{"prog", "--", "x"}));
+  // -x takes one value: what follows it is the program again.
+  LaunchOptions x = parse({"-n", "1", "-x", "A=1", "prog", "arg"});
+  EXPECT_EQ(x.program, (std::vector<std::string>{"prog", "arg"}));
+  ASSERT_EQ(x.extra_env.size(), 1u);
+  // mpirun's -np is rewritten before the program only; a program's "-np" stays as it is.
+  LaunchOptions np = parse({"-np", "2", "mpiprog", "-np", "4"});
+  EXPECT_EQ(np.nproc, 2);
+  EXPECT_EQ(np.program, (std::vector<std::string>{"mpiprog", "-np", "4"}));
+  // A value that looks like an option is still the value.
+  EXPECT_EQ(parse({"-n", "1", "--master-addr", "-np", "p"}).master_addr, "-np");
+  EXPECT_EQ(parse({"-n", "1", "--launch-agent", "-np", "p"}).program, std::vector<std::string>{"p"});
+}
+
+TEST(KolorunOptions, ClusteredShortFlagsRepeatsAndEmptyValues) {
+  LaunchOptions o = parse({"-tn", "3", "p"});
+  EXPECT_TRUE(o.tag_output);
+  EXPECT_EQ(o.nproc, 3);
+  LaunchOptions x = parse({"-tx", "A=1", "-n2", "p"});
+  EXPECT_TRUE(x.tag_output);
+  ASSERT_EQ(x.extra_env.size(), 1u);
+  EXPECT_EQ(x.extra_env[0].first, "A");
+  EXPECT_EQ(parse({"-n", "2", "-n", "3", "p"}).nproc, 3) << "the last one counts, as before";
+  EXPECT_EQ(parse({"--hosts", "a:2", "-n", "2", "p"}).nproc, 2);
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--nproc=", "4", "p"},          // an empty attached value is not the next argument
+           {"-n", "2", "--timeout=", "5", "p"},
+           {"-n", "2", "-5", "p"},           // not an option of kolorun's, not a program either
+           {"-n", "2", "-tq", "p"},          // -q is unknown
+           {"-n", "2", "--help=yes", "p"},   // flags take no value
+           {"-n", "2", "-x"},                // -x needs one
+       }) {
+    std::string joined;
+    for (const auto& a : bad) joined += a + " ";
+    EXPECT_THROW(parse(bad), InvalidArgument) << joined;
+  }
+}
+
+TEST(KolorunOptions, HelpListsEveryOption) {
+  const std::string help = usage_text();
+  EXPECT_EQ(help.rfind("Usage: kolorun", 0), 0u) << help;
+  for (const char* flag : {"-n,", "--nproc", "-np", "--nproc-per-node", "--nproc_per_node", "-t,", "--tag-output",
+                           "--timeout", "--master-addr", "--master-port", "-H,", "--hosts", "--host ", "--launch-agent",
+                           "-x ", "--bind-to", "-h,", "--help", "-V,", "--version", "  --  ", "KOLO_LAUNCH_GRACE"})
+    EXPECT_NE(help.find(flag), std::string::npos) << flag << " is missing from --help:\n" << help;
+}
+
 TEST(KolorunOptions, GraceSeconds) {
   EXPECT_DOUBLE_EQ(parse_grace_seconds(nullptr), kDefaultGraceSeconds);
   EXPECT_DOUBLE_EQ(parse_grace_seconds(""), kDefaultGraceSeconds);

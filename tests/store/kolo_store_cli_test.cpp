@@ -134,6 +134,29 @@ TEST(KoloStoreCli, AuthenticatesClientsWhenGivenTheJobSecret) {
   ::close(no_secret.stdout_fd);
 }
 
+// Everything on stdout until it closes (bounded).
+std::string read_all(int fd, Ms limit = Ms(5000)) {
+  std::string text;
+  for (std::string line; !(line = read_line(fd, limit)).empty();) text += line;
+  return text;
+}
+
+TEST(KoloStoreCli, HelpListsEveryFlagAndValuesMayBeAttached) {
+  Spawned help = spawn_store({"--help"});
+  const std::string text = read_all(help.stdout_fd);
+  EXPECT_EQ(wait_child(help.pid, Ms(5000)), 0);
+  ::close(help.stdout_fd);
+  for (const char* flag : {"usage: kolo-store", "--host", "--port", "-h,--help", "-V,--version", "KOLO_SECRET"})
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << " is not in --help:\n" << text;
+
+  Spawned attached = spawn_store({"--host=127.0.0.1", "--port=0"});
+  const std::string banner = read_line(attached.stdout_fd);
+  EXPECT_EQ(banner.rfind("kolo-store: listening on 127.0.0.1:", 0), 0u) << banner;
+  ::kill(attached.pid, SIGTERM);
+  EXPECT_EQ(wait_child(attached.pid, Ms(5000)), 0);
+  ::close(attached.stdout_fd);
+}
+
 TEST(KoloStoreCli, RefusesBadArguments) {
   Spawned bad_port = spawn_store({"--port", "99999"});
   EXPECT_EQ(wait_child(bad_port.pid, Ms(5000)), 2);
@@ -141,6 +164,12 @@ TEST(KoloStoreCli, RefusesBadArguments) {
   Spawned unknown = spawn_store({"--frobnicate"});
   EXPECT_EQ(wait_child(unknown.pid, Ms(5000)), 2);
   ::close(unknown.stdout_fd);
+  Spawned no_value = spawn_store({"--port"});
+  EXPECT_EQ(wait_child(no_value.pid, Ms(5000)), 2);
+  ::close(no_value.stdout_fd);
+  Spawned positional = spawn_store({"29500"});
+  EXPECT_EQ(wait_child(positional.pid, Ms(5000)), 2);
+  ::close(positional.stdout_fd);
 }
 
 }  // namespace
