@@ -88,7 +88,7 @@ class Pair {
   virtual bool peek_incoming(Tag* tag, uint64_t* bytes) = 0;
 
   // The direct path: a small collective run to completion by the thread that issues it, while
-  // its group has nothing else queued or running (src/engine/executor.cpp, run_direct). Neither
+  // its group has nothing else queued or running (src/engine/executor_direct.cpp). Neither
   // call blocks, fails or posts anything; each acts only while its direction of the pair has
   // nothing posted (so messages keep their posting order) and the pair is healthy, and otherwise
   // declines, leaving the caller to post the message the ordinary way. A transport that cannot

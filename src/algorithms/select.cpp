@@ -10,7 +10,7 @@
 //
 // The automatic choice depends only on the collective, its per-rank bytes, the rank count and
 // the host layout (and the tunables, which must therefore be equal on every rank; a rank that
-// disagrees stamps another algorithm index: its peers report a mismatch, or time out). Under
+// disagrees stamps another algorithm's wire id: its peers report a mismatch, or time out). Under
 // KOLO_SELECT=model (the default unless KOLO_SMALL_BYTES or KOLO_TREE_MAX_BYTES is set) it is
 // the algorithm of least predicted time (cost_model.hpp) among those whose supports() accepts
 // the call; the threshold rule's choice below is the incumbent and is kept unless another is

@@ -1,7 +1,9 @@
 // The executor's direct path (docs/ARCHITECTURE.md, step 3 of "One all-reduce"): a small
 // collective, send or receive run in the call that issues it while the group is idle, and its
-// hand-over to the engine when a message it needs is late. The rest of the executor is in
-// executor.cpp, and the posted sends and receives in executor_pending.cpp.
+// hand-over to the engine when a message it needs is late; run_waited_direct tries it again for
+// the waiter. The queue and the one way an operation runs are in executor.cpp, the waiter in
+// executor_waiter.cpp, the engine thread in executor_thread.cpp, the posted sends and receives
+// in executor_pending.cpp.
 #include "engine/executor.hpp"
 #include "engine/running_operations.hpp"
 

@@ -1,7 +1,8 @@
-// The executor's posted sends and receives (docs/ARCHITECTURE.md, "hot path"): posting them,
+// The executor's posted sends and receives (docs/ARCHITECTURE.md, "The hot path"): posting them,
 // finding the ones that ended (one lane per peer and direction, since a pair completes each
 // direction in posting order), their deadlines and failures. The rest of the executor is in
-// executor.cpp (queue, engine thread, waiters) and executor_direct.cpp (the direct path).
+// executor.cpp (the queue, the one way an operation runs), executor_direct.cpp (the caller at
+// issue), executor_waiter.cpp (its waiter) and executor_thread.cpp (the engine thread).
 #include <algorithm>
 
 #include "engine/executor.hpp"
