@@ -20,6 +20,9 @@ namespace kolo::engine {
 
 struct GroupInfo {
   std::string name;  // for messages
+  // Names the job in flight-recorder dumps when no launcher said (FlightRecorder's fallback):
+  // the same on every rank of the group, and on no other job's.
+  std::string job;
   int rank = 0;
   int size = 1;
   algo::HostLayout hosts;  // which ranks share a host (from the bootstrap's host identities)

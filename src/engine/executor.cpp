@@ -32,7 +32,7 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
     : ctx_(std::move(ctx)),
       group_(std::move(group)),
       close_timeout_(close_timeout),
-      fr_(FlightRecorder::from_config(group_.rank, group_.size, group_.name)),
+      fr_(FlightRecorder::from_config(group_.rank, group_.size, group_.name, group_.job)),
       chunk_bytes_(static_cast<size_t>(std::max<int64_t>(4096, config::get_int("KOLO_CHUNK_BYTES")))),
       wait_(WaitPolicy::from_config(ranks_on_my_host(group_))),
       inline_enabled_(config::get_int("KOLO_INLINE") != 0),

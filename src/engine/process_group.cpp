@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "engine/bootstrap.hpp"
 #include "common/config.hpp"
+#include "common/crypto.hpp"
 #include "engine/executor.hpp"
 #include "engine/shared_group.hpp"
 #include "engine/spare_works.hpp"
@@ -99,6 +100,19 @@ static std::string next_prefix(const std::string& name) {
 
 static std::shared_ptr<ProcessGroup> make_group(std::unique_ptr<ProcessGroup::Impl> impl);
 
+// "group-" and 12 hex digits of SHA-256(secret, prefix): every rank of a group agreed on both,
+// and another job has another secret; the secret itself cannot be read back from it.
+static std::string job_tag(const engine::Secret& secret, const std::string& prefix) {
+  const auto d = crypto::sha256(std::string(secret.begin(), secret.end()) + prefix);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "group-";
+  for (size_t i = 0; i < 6; ++i) {
+    out += kHex[d[i] >> 4];
+    out += kHex[d[i] & 15];
+  }
+  return out;
+}
+
 static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
                                                          const std::string& name, int rank, int size,
                                                          std::chrono::milliseconds timeout, const engine::Secret* secret,
@@ -124,6 +138,7 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   info.size = size;
   info.hosts = impl->hosts;
   info.blame = engine::BlameBoard::from_config(store, prefix, rank, size);
+  info.job = job_tag(impl->secret, prefix);
   impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), std::move(info), timeout);
   impl->executor->name_group(0, name);
   impl->connections = std::make_shared<SharedConnections>(impl->executor);
