@@ -152,7 +152,7 @@ class EngineComm final : public algo::Comm {
   Scratch& scratch_;
   const GroupInfo& group_;  // the executor's, which outlives every collective it runs
   const algo::CollArgs& args_;  // the running task's, which outlives this comm
-  Stamp stamp_;
+  const Stamp& stamp_;  // the task's, which outlives this comm
   transport::Tag tag_;
   // Set at the first clock read (deadline()).
   std::chrono::steady_clock::time_point deadline_{};
