@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 
@@ -52,7 +53,9 @@ class BlockingRun final : public PreparedRun {
     for (int i = 0; i < count; ++i) run_once_();
   }
   // -m and -z are not applied (the peers' notes say so) and -I is off: `iters` blocking calls.
-  double time(const TimingRequest& t, std::vector<double>*) override { return time_each_waited(run_once_, t.iters); }
+  double time(const TimingRequest& t, std::vector<double>*) override {
+    return time_each_waited(std::ref(run_once_), t.iters);
+  }
 
  private:
   RunOnce run_once_;

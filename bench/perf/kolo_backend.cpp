@@ -103,9 +103,25 @@ void PreparedCall::run_and_wait() const {
   }
 }
 
-// The harness's view of a PreparedCall. `final`, and its loop members plain functions: the
-// timing templates call them directly, so the only indirect call is PreparedRun::time, once per
-// measured column.
+// The timing loop's operations (bench/common/timing_loop.hpp) on one PreparedCall: pointers only,
+// so that the loop, which takes it by value, holds them in registers.
+struct KoloLoop {
+  ProcessGroup* group;
+  const PreparedCall* call;
+  std::vector<WorkPtr>* pending;
+
+  void run_and_wait() const { call->run_and_wait(); }
+  void issue() const { call->issue(pending); }
+  void wait_issued() const {
+    for (const WorkPtr& w : *pending) w->wait();
+  }
+  void forget_issued() const { pending->clear(); }
+  void reserve(size_t operations) const { pending->reserve(operations * 2); }  // sendrecv: two Works
+  void barrier() const { group->barrier()->wait(); }
+};
+
+// The harness's view of a PreparedCall. Its timed loop is the harness's template over KoloLoop,
+// so the only indirect call is PreparedRun::time, once per measured column.
 class KoloRun final : public bench::PreparedRun {
  public:
   KoloRun(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm)
@@ -115,23 +131,13 @@ class KoloRun final : public bench::PreparedRun {
     for (int i = 0; i < count; ++i) call_.run_and_wait();
   }
   double time(const bench::TimingRequest& t, std::vector<double>* iteration_seconds) override {
-    return bench::time_iterations(*this, t, iteration_seconds);
+    return bench::time_iterations(KoloLoop{&group_, &call_, &pending_}, t, iteration_seconds);
   }
-
-  // The timing loop's operations (bench/common/timing_loop.hpp).
-  void run_and_wait() { call_.run_and_wait(); }
-  void issue() { call_.issue(&pending_); }
-  void wait_issued() {
-    for (const WorkPtr& w : pending_) w->wait();
-  }
-  void forget_issued() { pending_.clear(); }
-  void reserve(size_t operations) { pending_.reserve(operations * 2); }  // sendrecv: two Works
-  void barrier() { group_.barrier()->wait(); }
 
  private:
   ProcessGroup& group_;
   PreparedCall call_;
-  std::vector<WorkPtr> pending_;
+  std::vector<WorkPtr> pending_;  // -z 0: the Works in flight
 };
 
 }  // namespace
