@@ -49,7 +49,8 @@ bool has_output(const CheckContext& c) {
 }  // namespace
 
 void fill_inputs(const CheckContext& c, const Placement& where, const ValuePlan& plan) {
-  if (where.recv != nullptr && where.recv_count > 0) std::memset(where.recv, kPoison, where.recv_count * element_size(c.type));
+  if (where.recv != nullptr && where.recv_count > 0)
+    std::memset(where.recv, kPoison, where.recv_count * element_size(c.type));
   if (!has_input(c)) return;
   // In place the input may overlap the (just poisoned) output: written second, it wins.
   for (size_t i = 0; i < where.send_count; ++i) store_value(c.type, where.send, i, plan.input(c.rank, i));

@@ -63,7 +63,9 @@ class BlockingRun final : public PreparedRun {
 
 }  // namespace
 
-std::unique_ptr<PreparedRun> blocking_run(RunOnce run_once) { return std::make_unique<BlockingRun>(std::move(run_once)); }
+std::unique_ptr<PreparedRun> blocking_run(RunOnce run_once) {
+  return std::make_unique<BlockingRun>(std::move(run_once));
+}
 
 namespace {
 
@@ -154,8 +156,8 @@ class Sweep {
     const size_t shift = o_.unaligns ? static_cast<size_t>(o_.unalign) * elem : 0;
     const RowSetup row{spec, type, op, shape, row_bytes, static_cast<char*>(send_.get()) + shift,
                        static_cast<char*>(recv_.get()) + shift};
-    report_.begin_row(spec.name, row_bytes, shape.param_count, element_name(type), spec.reduces ? redop_name(op) : "none",
-                      spec.rooted ? o_.root : -1);
+    report_.begin_row(spec.name, row_bytes, shape.param_count, element_name(type),
+                      spec.reduces ? redop_name(op) : "none", spec.rooted ? o_.root : -1);
     try {
       for (bool in_place : {false, true}) measure(row, in_place);
     } catch (...) {

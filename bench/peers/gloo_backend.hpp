@@ -1,7 +1,8 @@
-// The harness's Backend (bench/common/backend.hpp) over Gloo's TCP transport: all-reduce with one of Gloo's classic algorithms
-// (AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling). Gloo's algorithms reduce in
-// place, so the out-of-place column is a copy into the output followed by the in-place algorithm,
-// which is what a Gloo user needs to get an out-of-place result.
+// The harness's Backend (bench/common/backend.hpp) over Gloo's TCP transport: all-reduce with
+// one of Gloo's classic algorithms (AllreduceRing, AllreduceRingChunked,
+// AllreduceHalvingDoubling). Gloo's algorithms reduce in place, so the out-of-place column is a
+// copy into the output followed by the in-place algorithm, which is what a Gloo user needs to
+// get an out-of-place result.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,6 +1,7 @@
-// The harness's Backend (bench/common/backend.hpp) over MPI (Open MPI here): the six collectives as MPI_Allreduce, MPI_Bcast,
-// MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall on MPI_COMM_WORLD,
-// in place through MPI_IN_PLACE. Every MPI error is returned (MPI_ERRORS_RETURN) and thrown as
+// The harness's Backend (bench/common/backend.hpp) over MPI (Open MPI here): the nine
+// collectives as MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block,
+// MPI_Alltoall, MPI_Gather, MPI_Scatter and MPI_Sendrecv(_replace) on MPI_COMM_WORLD, in place
+// through MPI_IN_PLACE. Every MPI error is returned (MPI_ERRORS_RETURN) and thrown as
 // MpiError, so main can print it and MPI_Abort the job instead of leaving peers waiting.
 #pragma once
 #include <stdexcept>

@@ -34,7 +34,8 @@ int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& g
   const std::string transport = o.transport.empty() ? "auto" : o.transport;
   kolo::perf::KoloBackend backend(*group, o.algorithm,
                                   std::string(kolo::version_string()) + " algo " + algo + " transport " + transport);
-  const int status = kolo::bench::run_benchmark(backend, o, "kolo-perf", "[kolo] algo " + algo + " transport " + transport);
+  const int status =
+      kolo::bench::run_benchmark(backend, o, "kolo-perf", "[kolo] algo " + algo + " transport " + transport);
   group->shutdown();
   return status;
 }

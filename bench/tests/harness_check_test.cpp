@@ -1,6 +1,8 @@
 // The harness's check (bench/common/check.hpp), which kolo-perf and the peers rely on: a correct
-// result (computed here by moving data between the ranks' buffers by hand) counts 0 wrong, a single corrupted element counts 1, and a run that wrote
-// nothing counts every element. Covers all nine collectives, in and out of place, on 3 ranks.
+// result (computed here by moving data between the ranks' buffers by hand) counts 0 wrong, a
+// single corrupted element counts 1, a run that wrote nothing counts every element, and
+// --inject-wrong's spoiled element counts 1 per rank with output. Covers all nine collectives, in
+// and out of place, on 3 ranks.
 #include <gtest/gtest.h>
 
 #include <cstring>
