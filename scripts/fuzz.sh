@@ -49,7 +49,7 @@ for t in "${targets[@]}"; do
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp \
                 transports/shm/shm_fence.cpp src/common/thread_fence.cpp ;;
     store) build store src/store/store_auth.cpp src/common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
-    options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
+    options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp \
                kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
                bench/common/collective_specs.cpp src/launcher/options.cpp src/launcher/host_list.cpp \
                src/launcher/cpu_binding.cpp ;;

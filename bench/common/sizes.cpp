@@ -40,6 +40,14 @@ double parse_non_negative(const std::string& text, const std::string& flag) {
   return v;
 }
 
+std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds) || seconds > 1e9)
+    throw UsageError(flag + ": '" + text + "' is not a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
+}
+
 bool next_size(size_t& size, size_t max_bytes, size_t step_bytes, size_t step_factor) {
   if (step_factor > 1) {
     if (size > std::numeric_limits<size_t>::max() / step_factor) return false;

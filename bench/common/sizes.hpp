@@ -1,5 +1,6 @@
-// Byte sizes and integers on the command line, and nccl-tests' size sweep.
+// Byte sizes, integers and seconds on the command line, and nccl-tests' size sweep.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <string>
 
@@ -15,6 +16,10 @@ long long parse_integer(const std::string& text, const std::string& flag, long l
 
 // A finite number >= 0 (GB/s, seconds). Throws UsageError naming `flag`.
 double parse_non_negative(const std::string& text, const std::string& flag);
+
+// A positive number of seconds, fractions allowed, in milliseconds rounded up (the programs' -T).
+// Throws UsageError naming `flag`.
+std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& flag);
 
 // Steps `size` as nccl-tests does (times step_factor when > 1, else plus step_bytes), never
 // stuck at 0 and never overflowing. Returns false once the size passes max_bytes.

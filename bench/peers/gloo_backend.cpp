@@ -15,13 +15,35 @@
 namespace kolo::peers {
 namespace {
 
+using bench::ElementType;
+using bench::RedOp;
+
+// Calls f(T{}) with the C++ type of t (the command line refuses half and bfloat16).
+template <class F>
+decltype(auto) with_native_type(ElementType t, F&& f) {
+  switch (t) {
+    case ElementType::int8: return f(static_cast<signed char>(0));
+    case ElementType::uint8: return f(static_cast<unsigned char>(0));
+    case ElementType::int32: return f(static_cast<int>(0));
+    case ElementType::uint32: return f(static_cast<unsigned int>(0));
+    case ElementType::int64: return f(static_cast<long long>(0));
+    case ElementType::uint64: return f(static_cast<unsigned long long>(0));
+    case ElementType::float32: return f(static_cast<float>(0));
+    case ElementType::float64: return f(static_cast<double>(0));
+    case ElementType::float16:
+    case ElementType::bfloat16: break;
+  }
+  throw std::runtime_error(std::string("Gloo has no ") + bench::element_name(t));
+}
+
 template <class T>
-const gloo::ReductionFunction<T>* reduction(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::sum: return gloo::ReductionFunction<T>::sum;
-    case ReduceKind::prod: return gloo::ReductionFunction<T>::product;
-    case ReduceKind::min: return gloo::ReductionFunction<T>::min;
-    case ReduceKind::max: return gloo::ReductionFunction<T>::max;
+const gloo::ReductionFunction<T>* reduction(RedOp op) {
+  switch (op) {
+    case RedOp::sum: return gloo::ReductionFunction<T>::sum;
+    case RedOp::prod: return gloo::ReductionFunction<T>::product;
+    case RedOp::min: return gloo::ReductionFunction<T>::min;
+    case RedOp::max: return gloo::ReductionFunction<T>::max;
+    default: break;  // refused by the command line: kolo-only operators
   }
   return gloo::ReductionFunction<T>::sum;
 }
@@ -36,7 +58,7 @@ int gloo_count(size_t count) {
 template <class T>
 std::shared_ptr<gloo::Algorithm> make_allreduce(const std::string& algorithm,
                                                 const std::shared_ptr<gloo::Context>& context, T* data, int count,
-                                                ReduceKind op) {
+                                                RedOp op) {
   const std::vector<T*> ptrs{data};
   const gloo::ReductionFunction<T>* fn = reduction<T>(op);
   if (algorithm == "ring") return std::make_shared<gloo::AllreduceRing<T>>(context, ptrs, count, fn);
@@ -71,8 +93,8 @@ void GlooBackend::barrier() {
   gloo::barrier(opts);
 }
 
-double GlooBackend::reduce_double(double value, Combine how) {
-  const ReduceKind kind = how == Combine::sum ? ReduceKind::sum : how == Combine::min ? ReduceKind::min : ReduceKind::max;
+double GlooBackend::reduce_double(double value, bench::Combine how) {
+  const RedOp kind = how == bench::Combine::sum ? RedOp::sum : how == bench::Combine::min ? RedOp::min : RedOp::max;
   double slot = value;
   gloo::AllreduceRing<double>(context_, {&slot}, 1, reduction<double>(kind)).run();
   return slot;
@@ -84,21 +106,21 @@ std::vector<char> GlooBackend::allgather_bytes(const std::vector<char>& mine) {
   return all;
 }
 
-RunOnce GlooBackend::prepare(const RunRequest& r) {
-  if (r.spec->id != CollId::allreduce)
+std::unique_ptr<bench::PreparedRun> GlooBackend::prepare(const bench::RunRequest& r) {
+  if (r.spec->id != bench::CollId::allreduce)
     throw std::runtime_error(std::string("kolo-perf-gloo measures allreduce only, not ") + r.spec->name);
   const int count = gloo_count(r.shape.param_count);
-  return with_element_type(r.type, [&](auto zero) -> RunOnce {
+  return with_native_type(r.type, [&](auto zero) -> std::unique_ptr<bench::PreparedRun> {
     using T = decltype(zero);
     auto* output = static_cast<T*>(r.where.recv);
     std::shared_ptr<gloo::Algorithm> algorithm = make_allreduce<T>(algorithm_, context_, output, count, r.op);
-    if (r.in_place) return [algorithm] { algorithm->run(); };
+    if (r.in_place) return bench::blocking_run([algorithm] { algorithm->run(); });
     const void* input = r.where.send;
     const size_t bytes = r.shape.param_count * sizeof(T);
-    return [algorithm, input, output, bytes] {
+    return bench::blocking_run([algorithm, input, output, bytes] {
       std::memcpy(output, input, bytes);
       algorithm->run();
-    };
+    });
   });
 }
 

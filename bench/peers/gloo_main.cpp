@@ -17,7 +17,8 @@
 #include <system_error>
 
 #include "gloo_backend.hpp"
-#include "peer_sweep.hpp"
+#include "harness.hpp"
+#include "peer_options.hpp"
 
 namespace {
 
@@ -79,7 +80,7 @@ int run(const kolo::peers::PeerOptions& o) {
   // Everyone has read the store: rank 0 removes it now, so no launch leaves files behind.
   backend.barrier();
   if (rank == 0) std::filesystem::remove_all(dir);
-  return kolo::peers::run_benchmark(backend, o, kTraits.name);
+  return kolo::bench::run_benchmark(backend, o, kTraits.name, std::string("[") + kTraits.name + "]");
 }
 
 }  // namespace
@@ -87,20 +88,7 @@ int run(const kolo::peers::PeerOptions& o) {
 int main(int argc, char** argv) {
   using namespace kolo::peers;
   PeerOptions o;
-  try {
-    o = parse_options(argc, argv, kTraits);
-    if (o.version) {
-      std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
-      return 0;
-    }
-    if (o.help) {
-      std::printf("%s", usage_text(kTraits).c_str());
-      return kExitOk;
-    }
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "kolo-perf-gloo: %s\n\n%s", e.what(), usage_text(kTraits).c_str());
-    return kExitUsage;
-  }
+  if (const int done = parse_command_line(argc, argv, kTraits, o); done >= 0) return done;
   const char* rank = std::getenv("RANK");
   const std::string who = std::string("rank ") + (rank != nullptr ? rank : "?") + ": ";
   try {

@@ -7,6 +7,10 @@
 namespace kolo::peers {
 namespace {
 
+using bench::CollId;
+using bench::ElementType;
+using bench::RedOp;
+
 void check_mpi(int code, const char* call) {
   if (code == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -25,18 +29,20 @@ MPI_Datatype mpi_type(ElementType t) {
     case ElementType::uint64: return MPI_UINT64_T;
     case ElementType::float32: return MPI_FLOAT;
     case ElementType::float64: return MPI_DOUBLE;
+    case ElementType::float16:
+    case ElementType::bfloat16: break;  // refused by the command line: MPI has neither
   }
   return MPI_DATATYPE_NULL;
 }
 
-MPI_Op mpi_op(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::sum: return MPI_SUM;
-    case ReduceKind::prod: return MPI_PROD;
-    case ReduceKind::min: return MPI_MIN;
-    case ReduceKind::max: return MPI_MAX;
+MPI_Op mpi_op(RedOp op) {
+  switch (op) {
+    case RedOp::sum: return MPI_SUM;
+    case RedOp::prod: return MPI_PROD;
+    case RedOp::min: return MPI_MIN;
+    case RedOp::max: return MPI_MAX;
+    default: return MPI_OP_NULL;  // refused by the command line: kolo-only operators
   }
-  return MPI_OP_NULL;
 }
 
 // MPI counts are int: refuse what does not fit instead of wrapping.
@@ -85,14 +91,18 @@ std::vector<char> MpiBackend::allgather_bytes(const std::vector<char>& mine) {
 
 Placement MpiBackend::place(const CollectiveSpec& spec, const Shape& shape, size_t element_bytes, int root,
                             bool in_place, void* send_base, void* recv_base) const {
-  Placement p = nccl_placement(spec, shape, element_bytes, rank_, root, in_place, send_base, recv_base);
+  Placement p = bench::nccl_placement(spec, shape, element_bytes, rank_, root, in_place, send_base, recv_base);
   // MPI_Reduce_scatter_block with MPI_IN_PLACE reads the whole receive buffer and leaves this
   // rank's result at its start, not at this rank's block as NCCL does.
   if (spec.id == CollId::reducescatter && in_place) p.recv = recv_base;
   return p;
 }
 
-RunOnce MpiBackend::prepare(const RunRequest& r) {
+std::unique_ptr<bench::PreparedRun> MpiBackend::prepare(const bench::RunRequest& request) {
+  return bench::blocking_run(call(request));
+}
+
+bench::RunOnce MpiBackend::call(const bench::RunRequest& r) const {
   const MPI_Datatype type = mpi_type(r.type);
   const MPI_Op op = mpi_op(r.op);
   const int count = mpi_count(r.shape.param_count);

@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
+#include "harness.hpp"
 #include "mpi_backend.hpp"
-#include "peer_sweep.hpp"
+#include "peer_options.hpp"
 
 namespace {
 
@@ -34,28 +36,15 @@ int abort_job(int rank, const char* what, int code) {
 int main(int argc, char** argv) {
   using namespace kolo::peers;
   PeerOptions o;
-  try {
-    o = parse_options(argc, argv, kTraits);
-  } catch (const UsageError& e) {
-    // Every rank parses the same arguments and fails alike: no MPI_Init, no abort needed.
-    std::fprintf(stderr, "kolo-perf-mpi: %s\n\n%s", e.what(), usage_text(kTraits).c_str());
-    return kExitUsage;
-  }
-  if (o.version) {
-    std::printf("%s\n", kolo::bench::version_line(argv[0]).c_str());
-    return 0;
-  }
-  if (o.help) {
-    std::printf("%s", usage_text(kTraits).c_str());
-    return kExitOk;
-  }
+  // Every rank parses the same arguments and fails alike: no MPI_Init, no abort needed.
+  if (const int done = parse_command_line(argc, argv, kTraits, o); done >= 0) return done;
   MPI_Init(&argc, &argv);
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int status = kExitOk;
   try {
     MpiBackend backend;
-    status = run_benchmark(backend, o, kTraits.name);
+    status = kolo::bench::run_benchmark(backend, o, kTraits.name, std::string("[") + kTraits.name + "]");
   } catch (const UsageError& e) {
     return abort_job(rank, e.what(), kExitUsage);
   } catch (const std::exception& e) {

@@ -1,71 +1,41 @@
 // kolo-perf: nccl-tests' *_perf programs for kolo, one binary for every collective.
 //   kolorun -n 4 kolo-perf allreduce -b 8 -e 16M -f 4 -c 1
 //   kolorun -n 4 all_reduce_perf -b 8 -e 16M -f 4 -c 1     (a symlink: argv[0] names the collective)
-// Joins the group described by the launch environment (kolo::init_from_env), sweeps the sizes,
+// Joins the group described by the launch environment (kolo::init_from_env) and runs the
+// benchmark harness (bench/common/harness.hpp) over kolo (kolo_backend.hpp): sweeps the sizes,
 // prints nccl-tests' table on rank 0 (and with -J, --json, --csv writes every row) and exits as
 // nccl-tests does: 0 ok, 7 wrong results or average busbw below 0.9 x the floor; and 2 bad
 // command line, 3 kolo error.
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "harness.hpp"
 #include "kolo/kolo.hpp"
 #include "kolo/version.hpp"
+#include "kolo_backend.hpp"
 #include "options.hpp"
 #include "report.hpp"
-#include "sweep.hpp"
 
 namespace {
 
 using kolo::bench::kExitError;
 using kolo::bench::kExitUsage;
 
-// Every rank's pid and host, gathered with kolo itself, for the "Using devices" lines.
-std::vector<kolo::bench::RankDescription> describe_ranks(kolo::ProcessGroup& group) {
-  constexpr size_t kRecord = 64;
-  char mine[kRecord] = {};
-  char host[kRecord - 16] = {};
-  gethostname(host, sizeof host - 1);
-  std::snprintf(mine, kRecord, "%d %s", static_cast<int>(getpid()), host);
-  std::vector<char> all(kRecord * static_cast<size_t>(group.size()));
-  group.allgather(kolo::Buffer(mine, kRecord, kolo::DataType::uint8),
-                  kolo::Buffer(all.data(), all.size(), kolo::DataType::uint8))
-      ->wait();
-  std::vector<kolo::bench::RankDescription> ranks;
-  for (int r = 0; r < group.size(); ++r) {
-    const char* record = all.data() + kRecord * static_cast<size_t>(r);
-    const std::string text(record, strnlen(record, kRecord));
-    const size_t space = text.find(' ');
-    ranks.push_back({r, std::atoi(text.c_str()), space == std::string::npos ? "?" : text.substr(space + 1)});
-  }
-  return ranks;
-}
-
 int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& group) {
   kolo::GroupOptions go;
   go.timeout = o.timeout;
   go.transport = o.transport;
   group = kolo::init_from_env(go);
-  if (o.root >= group->size())
-    throw kolo::perf::UsageError("-r " + std::to_string(o.root) + " is not a rank of this " +
-                                 std::to_string(group->size()) + "-rank job");
   if (o.collective == "sendrecv" && group->size() < 2)
     throw kolo::perf::UsageError("sendrecv needs at least 2 ranks (kolo has no send to oneself)");
-  const auto ranks = describe_ranks(*group);
   const std::string algo = o.algorithm.empty() ? "auto" : o.algorithm;
   const std::string transport = o.transport.empty() ? "auto" : o.transport;
-  kolo::bench::Reporter report(group->rank() == 0,
-                               {"kolo-perf", std::string(kolo::version_string()) + " algo " + algo + " transport " + transport,
-                                group->size()},
-                               o);
-  report.preamble(ranks, "[kolo] algo " + algo + " transport " + transport);
-  kolo::perf::run_sweep(*group, o, report);
-  const int status = report.finish();
+  kolo::perf::KoloBackend backend(*group, o.algorithm,
+                                  std::string(kolo::version_string()) + " algo " + algo + " transport " + transport);
+  const int status =
+      kolo::bench::run_benchmark(backend, o, "kolo-perf", "[kolo] algo " + algo + " transport " + transport);
   group->shutdown();
   return status;
 }

@@ -4,11 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "peer_collectives.hpp"
+#include "collective_specs.hpp"
 #include "peer_options.hpp"
 
 namespace kolo::peers {
 namespace {
+
+using bench::CollectiveSpec;
+using bench::ElementType;
+using bench::find_collective;
+using bench::RedOp;
+using bench::Shape;
 
 const ProgramTraits kMpi{"mpi-like", {"allreduce", "broadcast", "reducescatter"}, {}, false, false};
 const ProgramTraits kGloo{"gloo-like", {"allreduce"}, {"ring", "halving_doubling"}, true, true};
@@ -29,10 +35,10 @@ TEST(PeerOptions, NcclTestsFlags) {
   EXPECT_EQ(o.iters, 7);
   EXPECT_EQ(o.warmup_iters, 0);
   EXPECT_FALSE(o.check);
-  ASSERT_EQ(o.types.size(), 1u);
-  EXPECT_EQ(o.types[0], ElementType::float64);
+  ASSERT_EQ(o.dtypes.size(), 1u);
+  EXPECT_EQ(o.dtypes[0], ElementType::float64);
   ASSERT_EQ(o.ops.size(), 1u);
-  EXPECT_EQ(o.ops[0], ReduceKind::max);
+  EXPECT_EQ(o.ops[0], RedOp::max);
   EXPECT_EQ(o.root, 1);
   EXPECT_EQ(o.combine, TimeCombine::maximum);
 }
@@ -44,7 +50,7 @@ TEST(PeerOptions, DefaultsAreNcclTests) {
   EXPECT_EQ(o.iters, 20);
   EXPECT_EQ(o.warmup_iters, 1);
   EXPECT_TRUE(o.check);
-  EXPECT_EQ(o.types, std::vector<ElementType>{ElementType::float32});
+  EXPECT_EQ(o.dtypes, std::vector<ElementType>{ElementType::float32});
   EXPECT_EQ(o.combine, TimeCombine::average);
 }
 
@@ -54,7 +60,7 @@ TEST(PeerOptions, LongFormsAndAll) {
   EXPECT_EQ(o.min_bytes, 1024u);
   EXPECT_EQ(o.max_bytes, 2048u);
   EXPECT_EQ(o.algorithm, "halving_doubling");
-  EXPECT_EQ(o.types.size(), 8u);
+  EXPECT_EQ(o.dtypes.size(), 8u);
   EXPECT_EQ(o.ops.size(), 4u);
   EXPECT_EQ(o.timeout.count(), 2500);
   EXPECT_EQ(o.store_dir, "/tmp/x");
@@ -64,6 +70,10 @@ TEST(PeerOptions, LongFormsAndAll) {
 TEST(PeerOptions, FlagsThePeersDoNotVaryAreNoted) {
   const PeerOptions o = parse(kMpi, {"allreduce", "-I", "1", "-m", "2"});
   EXPECT_FALSE(o.per_iter_timing);  // the peers' rows have no i_* columns, so neither may the header
+  // What the harness leaves out for the peers, and what it does before their timing.
+  EXPECT_FALSE(o.repeats_cycles);
+  EXPECT_FALSE(o.unaligns);
+  EXPECT_TRUE(o.fill_before_timing);
   ASSERT_EQ(o.notes.size(), 2u);
   EXPECT_EQ(o.notes[0].rfind("-m 2: ", 0), 0u) << o.notes[0];
   EXPECT_EQ(o.notes[1].rfind("-I 1: ", 0), 0u) << o.notes[1];

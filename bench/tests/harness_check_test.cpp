@@ -1,14 +1,16 @@
-// The check the peers rely on: a correct result (computed here by moving data between the ranks'
-// buffers by hand) counts 0 wrong, a single corrupted element counts 1, and a run that wrote
-// nothing counts every element. Covers all nine collectives, in and out of place, on 3 ranks.
+// The harness's check (bench/common/check.hpp), which kolo-perf and the peers rely on: a correct
+// result (computed here by moving data between the ranks' buffers by hand) counts 0 wrong, a
+// single corrupted element counts 1, a run that wrote nothing counts every element, and
+// --inject-wrong's spoiled element counts 1 per rank with output. Covers all nine collectives, in
+// and out of place, on 3 ranks.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "peer_check.hpp"
+#include "check.hpp"
 
-namespace kolo::peers {
+namespace kolo::bench {
 namespace {
 
 constexpr int kRanks = 3;
@@ -106,6 +108,10 @@ class Simulated {
 
   bool root_only() const { return spec_.id == CollId::reduce || spec_.id == CollId::gather; }
 
+  void spoil(int rank) { spoil_first_output(context(rank), ranks_[static_cast<size_t>(rank)].where); }
+  bool has_output(int rank) const { return !root_only() || rank == kRoot; }
+  size_t output_count(int rank) const { return ranks_[static_cast<size_t>(rank)].where.recv_count; }
+
   float* output_of(int rank) { return static_cast<float*>(ranks_[static_cast<size_t>(rank)].where.recv); }
 
  private:
@@ -115,12 +121,12 @@ class Simulated {
   std::vector<RankBuffers> ranks_;
 };
 
-class PeerCheck : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+class HarnessCheck : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
-TEST_P(PeerCheck, CountsExactlyTheWrongElements) {
+TEST_P(HarnessCheck, CountsExactlyTheWrongElements) {
   const CollectiveSpec& spec = find_collective(std::get<0>(GetParam()));
   const bool in_place = std::get<1>(GetParam());
-  const ReduceKind sum = ReduceKind::sum;
+  const RedOp sum = RedOp::sum;
   const ValuePlan plan(ElementType::float32, spec.reduces ? &sum : nullptr, kRanks, 42);
   Simulated sim(spec, in_place);
 
@@ -143,15 +149,21 @@ TEST_P(PeerCheck, CountsExactlyTheWrongElements) {
   sim.run();
   EXPECT_EQ(sim.wrong(next), 0);
   EXPECT_EQ(static_cast<size_t>(sim.wrong(plan)), sim.checked_elements());
+
+  // --inject-wrong: spoiling every rank's first output element counts one per rank with output.
+  for (int r = 0; r < kRanks; ++r) sim.spoil(r);
+  size_t with_output = 0;
+  for (int r = 0; r < kRanks; ++r) with_output += sim.has_output(r) && sim.output_count(r) > 0;
+  EXPECT_EQ(static_cast<size_t>(sim.wrong(next)), with_output);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCollectives, PeerCheck,
+INSTANTIATE_TEST_SUITE_P(AllCollectives, HarnessCheck,
                          ::testing::Combine(::testing::Values("allreduce", "broadcast", "reduce", "allgather",
                                                               "reducescatter", "alltoall", "gather", "scatter",
                                                               "sendrecv"),
                                             ::testing::Bool()));
 
-TEST(PeerCheckTiming, FillForTimingWritesSmallIntegersEverywhere) {
+TEST(HarnessCheckTiming, FillForTimingWritesSmallIntegersEverywhere) {
   const CollectiveSpec& spec = find_collective("allreduce");
   const Shape shape = spec.shape(100, 2);
   std::vector<float> send(100, -1.0f), recv(100);
@@ -165,4 +177,4 @@ TEST(PeerCheckTiming, FillForTimingWritesSmallIntegersEverywhere) {
 }
 
 }  // namespace
-}  // namespace kolo::peers
+}  // namespace kolo::bench

@@ -1,15 +1,16 @@
-#include "peer_check.hpp"
+#include "check.hpp"
 
 #include <cstdio>
 #include <cstring>
 
-namespace kolo::peers {
+namespace kolo::bench {
 namespace {
 
-// Any pattern works as long as a correct run overwrites it; 0xA5 bytes are no small integer in
-// the floating types, so a stale float can never pass.
+// Any pattern works as poison as long as a correct run overwrites it; 0xA5 bytes are no integer
+// in any floating type, so a stale float can never pass.
 constexpr unsigned char kPoison = 0xA5;
 
+// What rank c.rank's output element i should be.
 int64_t expected_at(const CheckContext& c, const ValuePlan& plan, size_t i) {
   const size_t block = c.shape.param_count;
   switch (c.spec->id) {
@@ -21,16 +22,14 @@ int64_t expected_at(const CheckContext& c, const ValuePlan& plan, size_t i) {
     case CollId::allgather:
     case CollId::gather:
       return plan.input(static_cast<int>(i / block), i % block);
-    case CollId::scatter:
-      return plan.input(c.root, static_cast<size_t>(c.rank) * block + i);
-    case CollId::sendrecv:  // a ring: every rank receives from the previous one
-      return plan.input((c.rank + c.nranks - 1) % c.nranks, i);
     case CollId::reducescatter:
       return plan.reduced(static_cast<size_t>(c.rank) * block + i);
+    case CollId::scatter:
+      return plan.input(c.root, static_cast<size_t>(c.rank) * block + i);
     case CollId::alltoall:
       return plan.input(static_cast<int>(i / block), static_cast<size_t>(c.rank) * block + i % block);
-    default:
-      break;
+    case CollId::sendrecv:  // a ring: every rank receives from the previous one
+      return plan.input((c.rank + c.nranks - 1) % c.nranks, i);
   }
   return 0;
 }
@@ -41,12 +40,19 @@ bool has_input(const CheckContext& c) {
   return !root_input || c.rank == c.root;
 }
 
+// Reduce's and gather's only output is the root's.
+bool has_output(const CheckContext& c) {
+  const bool root_output = c.spec->id == CollId::reduce || c.spec->id == CollId::gather;
+  return !root_output || c.rank == c.root;
+}
+
 }  // namespace
 
 void fill_inputs(const CheckContext& c, const Placement& where, const ValuePlan& plan) {
-  const size_t elem = element_size(c.type);
-  if (where.recv != nullptr && where.recv_count > 0) std::memset(where.recv, kPoison, where.recv_count * elem);
+  if (where.recv != nullptr && where.recv_count > 0)
+    std::memset(where.recv, kPoison, where.recv_count * element_size(c.type));
   if (!has_input(c)) return;
+  // In place the input may overlap the (just poisoned) output: written second, it wins.
   for (size_t i = 0; i < where.send_count; ++i) store_value(c.type, where.send, i, plan.input(c.rank, i));
 }
 
@@ -56,16 +62,21 @@ void fill_for_timing(const CheckContext& c, const Placement& where) {
     store_value(c.type, where.send, i, static_cast<int64_t>((i * 7 + static_cast<size_t>(c.rank)) % 16));
 }
 
+void spoil_first_output(const CheckContext& c, const Placement& where) {
+  if (!has_output(c) || where.recv == nullptr || where.recv_count == 0) return;
+  auto* bytes = static_cast<unsigned char*>(where.recv);
+  for (size_t i = 0; i < element_size(c.type); ++i) bytes[i] = static_cast<unsigned char>(~bytes[i]);
+}
+
 int64_t count_wrong(const CheckContext& c, const Placement& where, const ValuePlan& plan, const char* program) {
-  const bool root_only = c.spec->id == CollId::reduce || c.spec->id == CollId::gather;
-  if (root_only && c.rank != c.root) return 0;
+  if (!has_output(c)) return 0;
   int64_t wrong = 0;
   for (size_t i = 0; i < where.recv_count; ++i) {
     const int64_t expected = expected_at(c, plan, i);
     if (holds_value(c.type, where.recv, i, expected)) continue;
     if (wrong < 5) {
       std::fprintf(stderr, "%s: rank %d: %s %s %s: element %zu is %s, expected %lld\n", program, c.rank, c.spec->name,
-                   type_name(c.type), c.in_place ? "in-place" : "out-of-place", i,
+                   element_name(c.type), c.in_place ? "in-place" : "out-of-place", i,
                    element_text(c.type, where.recv, i).c_str(), static_cast<long long>(expected));
     }
     ++wrong;
@@ -73,4 +84,4 @@ int64_t count_wrong(const CheckContext& c, const Placement& where, const ValuePl
   return wrong;
 }
 
-}  // namespace kolo::peers
+}  // namespace kolo::bench

@@ -6,7 +6,7 @@
 
 #include "half_float.hpp"
 
-namespace kolo::perf {
+namespace kolo::bench {
 namespace {
 
 // splitmix64: a cheap, well-mixed hash of (salt, rank, index).
@@ -31,67 +31,63 @@ struct TypeLimits {
   int width;       // integer types: width in bits
 };
 
-TypeLimits limits_of(DataType t) {
+TypeLimits limits_of(ElementType t) {
   switch (t) {
-    case DataType::int8: return {127, true, 6, 8};
-    case DataType::uint8: return {255, false, 7, 8};
-    case DataType::int32: return {int64_t{1} << 30, true, 30, 32};
-    case DataType::uint32: return {int64_t{1} << 31, false, 31, 32};
-    case DataType::int64: return {int64_t{1} << 40, true, 62, 64};
-    case DataType::uint64: return {int64_t{1} << 40, false, 62, 64};
-    case DataType::float16: return {2048, true, 15, 0};
-    case DataType::bfloat16: return {256, true, 62, 0};
-    case DataType::float32: return {int64_t{1} << 24, true, 62, 0};
-    case DataType::float64: return {int64_t{1} << 40, true, 62, 0};
+    case ElementType::int8: return {127, true, 6, 8};
+    case ElementType::uint8: return {255, false, 7, 8};
+    case ElementType::int32: return {int64_t{1} << 30, true, 30, 32};
+    case ElementType::uint32: return {int64_t{1} << 31, false, 31, 32};
+    case ElementType::int64: return {int64_t{1} << 40, true, 62, 64};
+    case ElementType::uint64: return {int64_t{1} << 40, false, 62, 64};
+    case ElementType::float16: return {2048, true, 15, 0};
+    case ElementType::bfloat16: return {256, true, 62, 0};
+    case ElementType::float32: return {int64_t{1} << 24, true, 62, 0};
+    case ElementType::float64: return {int64_t{1} << 40, true, 62, 0};
   }
-  throw std::logic_error("unknown dtype");
+  throw std::logic_error("unknown element type");
 }
 
 uint64_t width_mask(int width) { return width >= 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1; }
 
 }  // namespace
 
-ReduceOp op_for(ReduceKind kind) {
-  return kind == ReduceKind::premul_sum ? ReduceOp::premul_sum(kPremulFactor) : ReduceOp(kind);
-}
-
-void store_value(DataType t, void* base, size_t index, int64_t value) {
+void store_value(ElementType t, void* base, size_t index, int64_t value) {
   auto* bytes = static_cast<unsigned char*>(base);
   switch (t) {
-    case DataType::int8:
-    case DataType::uint8: {
+    case ElementType::int8:
+    case ElementType::uint8: {
       const auto v = static_cast<uint8_t>(value);
       std::memcpy(bytes + index, &v, 1);
       return;
     }
-    case DataType::int32:
-    case DataType::uint32: {
+    case ElementType::int32:
+    case ElementType::uint32: {
       const auto v = static_cast<uint32_t>(value);
       std::memcpy(bytes + index * 4, &v, 4);
       return;
     }
-    case DataType::int64:
-    case DataType::uint64: {
+    case ElementType::int64:
+    case ElementType::uint64: {
       const auto v = static_cast<uint64_t>(value);
       std::memcpy(bytes + index * 8, &v, 8);
       return;
     }
-    case DataType::float16: {
+    case ElementType::float16: {
       const uint16_t v = float_to_half(static_cast<float>(value));
       std::memcpy(bytes + index * 2, &v, 2);
       return;
     }
-    case DataType::bfloat16: {
+    case ElementType::bfloat16: {
       const uint16_t v = float_to_bfloat16(static_cast<float>(value));
       std::memcpy(bytes + index * 2, &v, 2);
       return;
     }
-    case DataType::float32: {
+    case ElementType::float32: {
       const auto v = static_cast<float>(value);
       std::memcpy(bytes + index * 4, &v, 4);
       return;
     }
-    case DataType::float64: {
+    case ElementType::float64: {
       const auto v = static_cast<double>(value);
       std::memcpy(bytes + index * 8, &v, 8);
       return;
@@ -102,19 +98,19 @@ void store_value(DataType t, void* base, size_t index, int64_t value) {
 namespace {
 
 // Floating elements as double; integer elements as their raw low bits.
-double float_element(DataType t, const unsigned char* bytes, size_t index) {
+double float_element(ElementType t, const unsigned char* bytes, size_t index) {
   switch (t) {
-    case DataType::float16: {
+    case ElementType::float16: {
       uint16_t v;
       std::memcpy(&v, bytes + index * 2, 2);
       return half_to_float(v);
     }
-    case DataType::bfloat16: {
+    case ElementType::bfloat16: {
       uint16_t v;
       std::memcpy(&v, bytes + index * 2, 2);
       return bfloat16_to_float(v);
     }
-    case DataType::float32: {
+    case ElementType::float32: {
       float v;
       std::memcpy(&v, bytes + index * 4, 4);
       return v;
@@ -127,8 +123,8 @@ double float_element(DataType t, const unsigned char* bytes, size_t index) {
   }
 }
 
-uint64_t integer_bits(DataType t, const unsigned char* bytes, size_t index) {
-  const size_t size = dtype_size(t);
+uint64_t integer_bits(ElementType t, const unsigned char* bytes, size_t index) {
+  const size_t size = element_size(t);
   uint64_t v = 0;
   std::memcpy(&v, bytes + index * size, size);  // little-endian: the low bytes
   return v;
@@ -136,14 +132,14 @@ uint64_t integer_bits(DataType t, const unsigned char* bytes, size_t index) {
 
 }  // namespace
 
-bool holds_value(DataType t, const void* base, size_t index, int64_t expected) {
+bool holds_value(ElementType t, const void* base, size_t index, int64_t expected) {
   const auto* bytes = static_cast<const unsigned char*>(base);
   if (is_floating(t)) return float_element(t, bytes, index) == static_cast<double>(expected);
-  const uint64_t mask = width_mask(static_cast<int>(dtype_size(t) * 8));
+  const uint64_t mask = width_mask(static_cast<int>(element_size(t) * 8));
   return integer_bits(t, bytes, index) == (static_cast<uint64_t>(expected) & mask);
 }
 
-std::string element_text(DataType t, const void* base, size_t index) {
+std::string element_text(ElementType t, const void* base, size_t index) {
   const auto* bytes = static_cast<const unsigned char*>(base);
   if (is_floating(t)) {
     char text[64];
@@ -151,8 +147,8 @@ std::string element_text(DataType t, const void* base, size_t index) {
     return text;
   }
   const uint64_t bits = integer_bits(t, bytes, index);
-  const int width = static_cast<int>(dtype_size(t) * 8);
-  if (t == DataType::int8 || t == DataType::int32 || t == DataType::int64) {
+  const int width = static_cast<int>(element_size(t) * 8);
+  if (t == ElementType::int8 || t == ElementType::int32 || t == ElementType::int64) {
     // Sign-extend the pattern.
     const int shift = 64 - width;
     return std::to_string(static_cast<int64_t>(bits << shift) >> shift);
@@ -160,12 +156,12 @@ std::string element_text(DataType t, const void* base, size_t index) {
   return std::to_string(bits);
 }
 
-ValuePlan::ValuePlan(DataType dtype, const ReduceOp* op, int nranks, uint64_t salt)
-    : dtype_(dtype), reduction_(op != nullptr), nranks_(nranks < 1 ? 1 : nranks), salt_(salt) {
-  const TypeLimits lim = limits_of(dtype);
-  if (op != nullptr) kind_ = op->kind;
+ValuePlan::ValuePlan(ElementType type, const RedOp* op, int nranks, uint64_t salt)
+    : reduction_(op != nullptr), nranks_(nranks < 1 ? 1 : nranks), salt_(salt) {
+  const TypeLimits lim = limits_of(type);
+  if (op != nullptr) kind_ = *op;
   signed_ = lim.is_signed;
-  const int64_t divisor = kind_ == ReduceKind::premul_sum && reduction_ ? 2 * nranks_ : nranks_;
+  const int64_t divisor = kind_ == RedOp::premul_sum && reduction_ ? 2 * nranks_ : nranks_;
   sum_bound_ = lim.exact / divisor;
   any_bound_ = lim.exact < (int64_t{1} << 20) ? lim.exact : (int64_t{1} << 20);
   prod_bits_ = lim.prod_bits;
@@ -177,10 +173,10 @@ int64_t ValuePlan::input(int rank, size_t index) const {
   const int64_t any_lo = signed_ ? -any_bound_ : 0;
   if (!reduction_) return pick(h, any_lo, any_bound_);
   switch (kind_) {
-    case ReduceKind::sum:
-    case ReduceKind::premul_sum:
+    case RedOp::sum:
+    case RedOp::premul_sum:
       return pick(h, signed_ ? -sum_bound_ : 0, sum_bound_);
-    case ReduceKind::avg: {
+    case RedOp::avg: {
       // a depends on the index only (never on the rank), t on the index and the pair: pairs
       // cancel their t. |t| <= B/2 and a within B/2 of the middle keep a +- t within bounds.
       const uint64_t hi = hash3(salt_, 0xa11, index);
@@ -192,21 +188,21 @@ int64_t ValuePlan::input(int rank, size_t index) const {
       if (!has_partner) return a;
       return rank % 2 == 0 ? a + t : a - t;
     }
-    case ReduceKind::prod: {
+    case RedOp::prod: {
       const int64_t magnitude = (rank < prod_bits_ && (h & 1) != 0) ? 2 : 1;
       const bool negative = signed_ && ((h >> 1) & 3) == 0;
       return negative ? -magnitude : magnitude;
     }
-    case ReduceKind::min:
-    case ReduceKind::max:
+    case RedOp::min:
+    case RedOp::max:
       return pick(h, any_lo, any_bound_);
-    case ReduceKind::band: {
+    case RedOp::band: {
       const uint64_t clear = (uint64_t{1} << ((h >> 8) % width_bits_)) | (uint64_t{1} << ((h >> 16) % width_bits_));
       return static_cast<int64_t>(width_mask(width_bits_) & ~clear);
     }
-    case ReduceKind::bor:
+    case RedOp::bor:
       return static_cast<int64_t>((uint64_t{1} << ((h >> 8) % width_bits_)) | (uint64_t{1} << ((h >> 16) % width_bits_)));
-    case ReduceKind::bxor:
+    case RedOp::bxor:
       return static_cast<int64_t>(mix(h) & width_mask(width_bits_));
   }
   return 0;
@@ -217,20 +213,20 @@ int64_t ValuePlan::reduced(size_t index) const {
   for (int r = 1; r < nranks_; ++r) {
     const int64_t v = input(r, index);
     switch (kind_) {
-      case ReduceKind::sum:
-      case ReduceKind::premul_sum:
-      case ReduceKind::avg: acc += v; break;
-      case ReduceKind::prod: acc *= v; break;
-      case ReduceKind::min: acc = v < acc ? v : acc; break;
-      case ReduceKind::max: acc = v > acc ? v : acc; break;
-      case ReduceKind::band: acc &= v; break;
-      case ReduceKind::bor: acc |= v; break;
-      case ReduceKind::bxor: acc ^= v; break;
+      case RedOp::sum:
+      case RedOp::premul_sum:
+      case RedOp::avg: acc += v; break;
+      case RedOp::prod: acc *= v; break;
+      case RedOp::min: acc = v < acc ? v : acc; break;
+      case RedOp::max: acc = v > acc ? v : acc; break;
+      case RedOp::band: acc &= v; break;
+      case RedOp::bor: acc |= v; break;
+      case RedOp::bxor: acc ^= v; break;
     }
   }
-  if (kind_ == ReduceKind::avg) return acc / nranks_;  // exact by construction
-  if (kind_ == ReduceKind::premul_sum) return acc * static_cast<int64_t>(kPremulFactor);
+  if (kind_ == RedOp::avg) return acc / nranks_;  // exact by construction
+  if (kind_ == RedOp::premul_sum) return acc * static_cast<int64_t>(kPremulFactor);
   return acc;
 }
 
-}  // namespace kolo::perf
+}  // namespace kolo::bench

@@ -1,11 +1,11 @@
-// float16 and bfloat16 conversions (round to nearest even), written here so that kolo-perf's
+// float16 and bfloat16 conversions (round to nearest even), written here so that the benchmark
 // checks do not depend on the library's own converters.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-namespace kolo::perf {
+namespace kolo::bench {
 
 inline uint16_t float_to_half(float f) {
   uint32_t x;
@@ -57,4 +57,4 @@ inline float bfloat16_to_float(uint16_t b) {
   return f;
 }
 
-}  // namespace kolo::perf
+}  // namespace kolo::bench
