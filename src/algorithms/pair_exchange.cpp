@@ -14,6 +14,18 @@
 namespace kolo::algo {
 namespace {
 
+[[noreturn, gnu::cold, gnu::noinline]] void not_served(CollKind kind) {
+  throw std::logic_error("kolo: the pair exchange has no " + std::string(coll_name(kind)));
+}
+
+// Rank 0's block op rank 1's into `dst`, then avg's division or premul_sum's factor.
+void combine(Comm& comm, int r, void* dst, const void* mine, const void* theirs, size_t count) {
+  comm.reduce(dst, r == 0 ? mine : theirs, r == 0 ? theirs : mine, count);
+  comm.finalize(dst, count);
+}
+
+// One case per collective: what goes out, where the peer's message lands, and the local part
+// once both ways are done (the result may overwrite what was sent).
 void run(Comm& comm) {
   const CollArgs& a = comm.args();
   const int r = comm.rank(), q = 1 - r;
@@ -21,89 +33,73 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   const auto block = [n](auto* base, int b) { return base + static_cast<size_t>(b) * n; };
-  char token = 0;  // a barrier's zero-byte messages still need an address
-  // What goes out (out != null) and where the peer's message lands (in != null).
-  const char* out = nullptr;
-  char* in = nullptr;
-  size_t bytes = n;
   switch (a.kind) {
     case CollKind::broadcast:  // one buffer, in either field
-      if (r == a.root)
-        out = send != nullptr ? send : recv;
-      else
-        in = recv != nullptr ? recv : const_cast<char*>(send);
-      break;
+      if (r == a.root) {
+        comm.exchange(q, send != nullptr ? send : recv, n, nullptr, 0);
+        if (send != nullptr && recv != nullptr) copy_unless_same(recv, send, n);
+      } else {
+        comm.exchange(q, nullptr, 0, recv != nullptr ? recv : const_cast<char*>(send), n);
+      }
+      return;
     case CollKind::reduce:
-      if (r == a.root)
-        in = static_cast<char*>(comm.scratch(n, 0));
-      else
-        out = send;
-      break;
-    case CollKind::allreduce:
-      out = send;
-      in = static_cast<char*>(comm.scratch(n, 0));
-      break;
-    case CollKind::reduce_scatter:
-      out = block(send, q);
-      in = static_cast<char*>(comm.scratch(n, 0));
-      break;
+      if (r == a.root) {
+        char* in = static_cast<char*>(comm.scratch(n, 0));
+        comm.exchange(q, nullptr, 0, in, n);
+        combine(comm, r, recv, send, in, a.count);
+      } else {
+        comm.exchange(q, send, n, nullptr, 0);
+      }
+      return;
+    case CollKind::allreduce: {
+      char* in = static_cast<char*>(comm.scratch(n, 0));
+      comm.exchange(q, send, n, in, n);
+      combine(comm, r, recv, send, in, a.count);
+      return;
+    }
+    case CollKind::reduce_scatter: {
+      char* in = static_cast<char*>(comm.scratch(n, 0));
+      comm.exchange(q, block(send, q), n, in, n);
+      combine(comm, r, recv, block(send, r), in, a.count);
+      return;
+    }
     case CollKind::allgather:
-      out = send;
-      in = block(recv, q);
-      break;
+      comm.exchange(q, send, n, block(recv, q), n);
+      copy_unless_same(block(recv, r), send, n);
+      return;
     case CollKind::gather:
-      if (r == a.root)
-        in = block(recv, q);
-      else
-        out = send;
-      break;
+      if (r == a.root) {
+        comm.exchange(q, nullptr, 0, block(recv, q), n);
+        copy_unless_same(block(recv, r), send, n);
+      } else {
+        comm.exchange(q, send, n, nullptr, 0);
+      }
+      return;
     case CollKind::scatter:
-      if (r == a.root)
-        out = block(send, q);
-      else
-        in = recv;
-      break;
+      if (r == a.root) {
+        comm.exchange(q, block(send, q), n, nullptr, 0);
+        copy_unless_same(recv, block(send, r), n);
+      } else {
+        comm.exchange(q, nullptr, 0, recv, n);
+      }
+      return;
     case CollKind::alltoall:
-      out = block(send, q);
-      // In place the outgoing block and the incoming one are the same bytes: land it in scratch.
-      in = send == recv ? static_cast<char*>(comm.scratch(n, 0)) : block(recv, q);
-      break;
-    case CollKind::barrier:
-      out = &token;
-      in = &token;
-      bytes = 0;
-      break;
+      if (send == recv) {  // the outgoing block and the incoming one are the same bytes
+        char* in = static_cast<char*>(comm.scratch(n, 0));
+        comm.exchange(q, block(send, q), n, in, n);
+        std::memcpy(block(recv, q), in, n);
+      } else {
+        comm.exchange(q, block(send, q), n, block(recv, q), n);
+        copy_unless_same(block(recv, r), block(send, r), n);
+      }
+      return;
+    case CollKind::barrier: {
+      char token = 0;  // zero-byte messages still need an address
+      comm.exchange(q, &token, 0, &token, 0);
+      return;
+    }
     default:
-      throw std::logic_error("kolo: the pair exchange has no " + std::string(coll_name(a.kind)));
-  }
-  // Both ways done before the local part: the result may overwrite what was sent.
-  comm.exchange(q, out, bytes, in, bytes);
-  // Rank 0's block op rank 1's, then avg's division or premul_sum's factor.
-  const auto combine = [&](void* dst, const void* mine) {
-    comm.reduce(dst, r == 0 ? mine : in, r == 0 ? in : mine, a.count);
-    comm.finalize(dst, a.count);
-  };
-  switch (a.kind) {
-    case CollKind::broadcast:
-      if (r == a.root && send != nullptr && recv != nullptr) copy_unless_same(recv, send, n);
-      break;
-    case CollKind::reduce:
-      if (r == a.root) combine(recv, send);
-      break;
-    case CollKind::allreduce: combine(recv, send); break;
-    case CollKind::reduce_scatter: combine(recv, block(send, r)); break;
-    case CollKind::allgather: copy_unless_same(block(recv, r), send, n); break;
-    case CollKind::gather:
-      if (r == a.root) copy_unless_same(block(recv, r), send, n);
-      break;
-    case CollKind::scatter:
-      if (r == a.root) copy_unless_same(recv, block(send, r), n);
-      break;
-    case CollKind::alltoall:
-      if (send == recv) std::memcpy(block(recv, q), in, n);
-      else copy_unless_same(block(recv, r), block(send, r), n);
-      break;
-    default: break;
+      not_served(a.kind);
   }
 }
 
