@@ -22,7 +22,7 @@ for rep in $(seq "$reps"); do
     xs=()
     for e in $envs; do xs+=(-x "$e"); done
     # shellcheck disable=SC2086  # args is a list of words on purpose
-    "$dir/src/launcher/kolorun" -n "$n" "${xs[@]}" "$dir/bench/perf/kolo-perf" $args -c 0 -w "${WARM:-50}" 2>&1 |
+    "$dir/tools/kolorun/kolorun" -n "$n" "${xs[@]}" "$dir/bench/perf/kolo-perf" $args -c 0 -w "${WARM:-50}" 2>&1 |
       awk -v L="$label" '/^ +[0-9]+ / {print L, $1, $10}' >> "$out"
   done
 done

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 OUT=${OUT:-$BUILD/bench-all}
-KOLORUN=$BUILD/src/launcher/kolorun
+KOLORUN=$BUILD/tools/kolorun/kolorun
 KOLO_PERF=$BUILD/bench/perf/kolo-perf
 PERF_MPI=$BUILD/bench/peers/kolo-perf-mpi
 PERF_GLOO=$BUILD/bench/peers/kolo-perf-gloo

@@ -104,7 +104,7 @@ MIN_BYTES=$(to_bytes "$MIN")
 MAX_BYTES=$(to_bytes "$MAX")
 [ "$MIN_BYTES" -le "$MAX_BYTES" ] || { echo "compare.sh: --min is above --max" >&2; exit 2; }
 
-KOLORUN=$BUILD/src/launcher/kolorun
+KOLORUN=$BUILD/tools/kolorun/kolorun
 KOLO_PERF=$BUILD/bench/perf/kolo-perf
 KOLO_BLOCKING=${KOLO_BLOCKING:-2}  # kolo-perf's -z for kolo's runs (see band_iters below)
 PERF_MPI=$BUILD/bench/peers/kolo-perf-mpi

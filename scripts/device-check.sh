@@ -34,19 +34,19 @@ D=$PWD/.devcarry
 prepare() {
   local build=${1:-build}
   for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
-           bench/peers/kolo-perf-mpi src/launcher/kolorun examples/train/kolo-train libkolo.so.0; do
+           bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train libkolo.so.0; do
     [ -e "$build/$f" ] || { echo "device-check: $build/$f missing (build with -Dcuda=enabled and Open MPI)" >&2; exit 1; }
   done
   grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo /.devcarry/ >> .git/info/exclude
   rm -rf "$D" && mkdir -p "$D/lib" "$D/libfallback"
   # The binaries keep the build's layout: their RUNPATH finds libkolo through $ORIGIN/../..
   for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
-           bench/peers/kolo-perf-mpi src/launcher/kolorun examples/train/kolo-train; do
+           bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train; do
     mkdir -p "$D/build/$(dirname $f)" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
   done
   cp -L "$build/libkolo.so.0" "$D/build/libkolo.so.0" && strip "$D/build/libkolo.so.0"
   if [ -n "${2:-}" ]; then
-    for f in bench/perf/kolo-perf src/launcher/kolorun libkolo.so.0; do
+    for f in bench/perf/kolo-perf tools/kolorun/kolorun libkolo.so.0; do
       mkdir -p "$D/base/$(dirname $f)" && cp -L "$2/$f" "$D/base/$f" && strip "$D/base/$f"
     done
   fi

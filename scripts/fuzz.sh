@@ -24,11 +24,11 @@ mkdir -p "$out"
 CXX=${CXX:-clang++}
 # The version comes from meson.build alone, as in the meson build (the option parsers print it).
 version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -1)
-flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I.
+flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -Itools -I.
        "-DKOLO_VERSION=\"$version\"")
-tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp src/common/crypto.cpp transports/common/setup_text.cpp
+tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/auth.cpp common/crypto.cpp transports/common/setup_text.cpp
      transports/common/fd.cpp)
-engine=(transports/setup_failure.cpp transports/pair_base.cpp src/common/config.cpp src/common/log.cpp)
+engine=(transports/registry.cpp transports/setup_failure.cpp transports/pair_base.cpp common/config.cpp common/log.cpp)
 build() {  # target, sources...
   local t=$1; shift
   "$CXX" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" "$@" -lcrypto -o "$out/fuzz_$t"
@@ -47,12 +47,12 @@ for t in "${targets[@]}"; do
                   transports/tcp/pending_pair.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp \
-                transports/shm/shm_fence.cpp src/common/thread_fence.cpp ;;
-    store) build store src/store/store_auth.cpp src/common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
-    options) build options -Ibench/common -Isrc/common -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
-               kernels/cpu/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
-               bench/common/collective_specs.cpp src/launcher/options.cpp src/launcher/host_list.cpp \
-               src/launcher/cpu_binding.cpp ;;
+                transports/shm/shm_fence.cpp common/thread_fence.cpp ;;
+    store) build store src/store/store_auth.cpp common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
+    options) build options -Ibench/common -Icommon -Ibench/perf bench/perf/options.cpp bench/perf/values.cpp \
+               common/types.cpp bench/common/common_options.cpp bench/common/sizes.cpp \
+               bench/common/collective_specs.cpp tools/kolorun/options.cpp tools/kolorun/host_list.cpp \
+               tools/kolorun/cpu_binding.cpp ;;
     *) echo "fuzz.sh: unknown target '$t'"; exit 2 ;;
   esac
   mkdir -p "$out/corpus-$t"

@@ -36,7 +36,7 @@ mpi_prog=$build/bench/peers/kolo-per-call-instructions-mpi
   { echo "per-call-instructions: --versus-mpi needs $mpi_prog and mpirun (libopenmpi-dev, openmpi-bin)"; exit 1; }
 kolo_count() {  # collective rank iterations: rank `rank`'s instructions inside measure()
   # shellcheck disable=SC2016  # $RANK is the launched rank's, expanded there
-  LD_LIBRARY_PATH=$lib "$build/src/launcher/kolorun" -n 2 --timeout 300 sh -c \
+  LD_LIBRARY_PATH=$lib "$build/tools/kolorun/kolorun" -n 2 --timeout 300 sh -c \
     'if [ "$RANK" = "$0" ]; then exec valgrind --tool=callgrind --toggle-collect=measure --callgrind-out-file=/dev/null "$@"; else exec "$@"; fi' \
     "$2" "$prog" "$1" "$3" 2>&1 | collected
 }

@@ -76,7 +76,7 @@ fi
 [ "$prepare_only" = 1 ] && { echo "rdma-vm: image ready: $img"; exit 0; }
 
 case "$build_dir" in /*) ;; *) build_dir=$repo/$build_dir ;; esac
-for b in tests/collectives/collectives-test tests/collectives/kolo-test-worker tests/ibverbs/kolo-test-ibverbs tests/transports/kolo-test-transports bench/perf/kolo-perf src/launcher/kolorun; do
+for b in tests/collectives/collectives-test tests/collectives/kolo-test-worker tests/ibverbs/kolo-test-ibverbs tests/transports/kolo-test-transports bench/perf/kolo-perf tools/kolorun/kolorun; do
   [ -x "$build_dir/$b" ] || { echo "rdma-vm: $build_dir/$b is not built"; echo "0 passed, 1 failed"; exit 1; }
 done
 grep -q "KOLO_HAVE_IBVERBS 1" "$build_dir/transports/ibverbs/ibverbs_config.hpp" 2>/dev/null ||

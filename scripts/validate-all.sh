@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 N=${1:-4}
 MAX=${2:-16M}
-KOLORUN="$BUILD_DIR/src/launcher/kolorun"
+KOLORUN="$BUILD_DIR/tools/kolorun/kolorun"
 PERF="$BUILD_DIR/bench/perf/kolo-perf"
 # collective (kolo-perf name) : algorithms registered for it (src/algorithms/registry.cpp)
 runs=(

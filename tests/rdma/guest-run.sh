@@ -74,7 +74,7 @@ export TMPDIR=/tmp
 
 echo "== kolo-perf allreduce over ibverbs, 2 ranks, every element checked"
 t=$(now)
-if KOLO_DEBUG=INFO timeout 240 "$B/src/launcher/kolorun" -n 2 "$B/bench/perf/kolo-perf" allreduce -b 8 -e 8M -f 4 -c 1 -n 5 -w 1 \
+if KOLO_DEBUG=INFO timeout 240 "$B/tools/kolorun/kolorun" -n 2 "$B/bench/perf/kolo-perf" allreduce -b 8 -e 8M -f 4 -c 1 -n 5 -w 1 \
     > /tmp/perf.log 2> /tmp/perf.err && grep -q "Out of bounds values : 0 OK" /tmp/perf.log; then
   ok "kolo-perf allreduce -c 1 ($(( $(now) - t )) s)"
 else

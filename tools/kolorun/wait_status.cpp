@@ -1,4 +1,4 @@
-#include "launcher/wait_status.hpp"
+#include "kolorun/wait_status.hpp"
 
 #include <sys/wait.h>
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/fd_util.hpp"
-#include "launcher/signal_pipe.hpp"
+#include "kolorun/fd_util.hpp"
+#include "kolorun/signal_pipe.hpp"
 
 namespace kolo::launcher {
 

@@ -1,4 +1,4 @@
-#include "launcher/job_environment.hpp"
+#include "kolorun/job_environment.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <cstdlib>
 
 #include "kolo/error.hpp"
-#include "launcher/fd_util.hpp"
-#include "launcher/host_list.hpp"
+#include "kolorun/fd_util.hpp"
+#include "kolorun/host_list.hpp"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "launcher/cpu_binding.hpp"
+#include "kolorun/cpu_binding.hpp"
 
 #include <sched.h>
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kolo/error.hpp"
-#include "launcher/job_supervisor.hpp"
-#include "launcher/options.hpp"
+#include "kolorun/job_supervisor.hpp"
+#include "kolorun/options.hpp"
 
 namespace {
 

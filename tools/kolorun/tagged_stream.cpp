@@ -1,4 +1,4 @@
-#include "launcher/tagged_stream.hpp"
+#include "kolorun/tagged_stream.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/rank_spawner.hpp"
+#include "kolorun/rank_spawner.hpp"
 
 #include <sched.h>
 

@@ -20,7 +20,7 @@ enum class Subsys : int { init, coll, p2p, net, shm, ib, store, env, count };
 const char* subsys_name(Subsys s);
 
 // A call site's subsystem from its source path: transports/tcp -> NET, transports/shm -> SHM,
-// transports/ibverbs -> IB, src/store -> STORE, src/common -> ENV, bootstrap / process_group /
+// transports/ibverbs -> IB, src/store -> STORE, common -> ENV, bootstrap / process_group /
 // init_env -> INIT, everything else -> COLL.
 constexpr bool path_has(std::string_view path, std::string_view part) { return path.find(part) != std::string_view::npos; }
 constexpr Subsys subsys_of(std::string_view path) {
@@ -28,7 +28,9 @@ constexpr Subsys subsys_of(std::string_view path) {
   if (path_has(path, "transports/shm")) return Subsys::shm;
   if (path_has(path, "transports/ibverbs")) return Subsys::ib;
   if (path_has(path, "src/store")) return Subsys::store;
-  if (path_has(path, "src/common")) return Subsys::env;
+  if (path.starts_with("common/") || (path_has(path, "/common/") && !path_has(path, "transports/common/") &&
+                                      !path_has(path, "bench/common/")))
+    return Subsys::env;
   if (path_has(path, "bootstrap") || path_has(path, "process_group") || path_has(path, "init_env")) return Subsys::init;
   return Subsys::coll;
 }

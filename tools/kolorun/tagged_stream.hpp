@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/fd_util.hpp"
+#include "kolorun/fd_util.hpp"
 
 namespace kolo::launcher {
 

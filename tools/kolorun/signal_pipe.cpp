@@ -1,4 +1,4 @@
-#include "launcher/signal_pipe.hpp"
+#include "kolorun/signal_pipe.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <csignal>
 
 #include "kolo/error.hpp"
-#include "launcher/fd_util.hpp"
+#include "kolorun/fd_util.hpp"
 
 namespace kolo::launcher {
 namespace {

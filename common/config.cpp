@@ -72,7 +72,7 @@ const std::vector<Tunable>& tunables() {
 static const Tunable& find(const char* name) {
   for (const auto& t : tunables())
     if (std::string(t.name) == name) return t;
-  throw std::logic_error(std::string("kolo: tunable ") + name + " is not in the table (src/common/config.cpp)");
+  throw std::logic_error(std::string("kolo: tunable ") + name + " is not in the table (common/config.cpp)");
 }
 
 bool is_set(const char* name) {

@@ -1,4 +1,4 @@
-#include "launcher/options.hpp"
+#include "kolorun/options.hpp"
 
 #include <array>
 #include <charconv>

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/job_environment.hpp"
-#include "launcher/options.hpp"
-#include "launcher/signal_pipe.hpp"
-#include "launcher/tagged_stream.hpp"
+#include "kolorun/job_environment.hpp"
+#include "kolorun/options.hpp"
+#include "kolorun/signal_pipe.hpp"
+#include "kolorun/tagged_stream.hpp"
 
 namespace kolo::launcher {
 

@@ -1,4 +1,4 @@
-#include "launcher/job_supervisor.hpp"
+#include "kolorun/job_supervisor.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "kolo/error.hpp"
-#include "launcher/host_list.hpp"
-#include "launcher/rank_spawner.hpp"
-#include "launcher/wait_status.hpp"
+#include "kolorun/host_list.hpp"
+#include "kolorun/rank_spawner.hpp"
+#include "kolorun/wait_status.hpp"
 
 namespace kolo::launcher {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/cpu_binding.hpp"
-#include "launcher/host_list.hpp"
+#include "kolorun/cpu_binding.hpp"
+#include "kolorun/host_list.hpp"
 
 namespace kolo::launcher {
 

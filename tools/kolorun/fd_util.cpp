@@ -1,4 +1,4 @@
-#include "launcher/fd_util.hpp"
+#include "kolorun/fd_util.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/options.hpp"
+#include "kolorun/options.hpp"
 
 namespace kolo::launcher {
 

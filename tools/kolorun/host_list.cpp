@@ -1,4 +1,4 @@
-#include "launcher/host_list.hpp"
+#include "kolorun/host_list.hpp"
 
 #include <charconv>
 #include <set>
