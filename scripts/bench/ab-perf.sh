@@ -3,9 +3,9 @@
 # that a change in the machine's load hits all of them alike; prints the median in-place time
 # (µs) per size and configuration. A configuration is "label|build-dir|VAR=value VAR=value".
 # The order rotates from one repetition to the next.
-#   scripts/ab-perf.sh RANKS REPS "kolo-perf args" "label|build|env" ...
-#   scripts/ab-perf.sh 2 7 "allreduce -b 16K -e 512K -f 2 -n 20" "auto|build|" "ring|build|KOLO_ALGO=allreduce=ring"
-#   WARM=5 scripts/ab-perf.sh 4 5 "allreduce -b 1M -e 8M -f 2 -n 20" "old|../old/build|" "new|build|"
+#   scripts/bench/ab-perf.sh RANKS REPS "kolo-perf args" "label|build|env" ...
+#   scripts/bench/ab-perf.sh 2 7 "allreduce -b 16K -e 512K -f 2 -n 20" "auto|build|" "ring|build|KOLO_ALGO=allreduce=ring"
+#   WARM=5 scripts/bench/ab-perf.sh 4 5 "allreduce -b 1M -e 8M -f 2 -n 20" "old|../old/build|" "new|build|"
 # WARM: warm-up iterations (default 50). Checks are off (-c 0): this is for timing.
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,8p' "$0"; exit 2; }
@@ -21,8 +21,11 @@ for rep in $(seq "$reps"); do
     IFS='|' read -r label dir envs <<< "$cfg"
     xs=()
     for e in $envs; do xs+=(-x "$e"); done
+    # A build from before kolorun moved to tools/ has it in src/launcher/.
+    kolorun=$dir/tools/kolorun/kolorun
+    [ -x "$kolorun" ] || kolorun=$dir/src/launcher/kolorun
     # shellcheck disable=SC2086  # args is a list of words on purpose
-    "$dir/tools/kolorun/kolorun" -n "$n" "${xs[@]}" "$dir/bench/perf/kolo-perf" $args -c 0 -w "${WARM:-50}" 2>&1 |
+    "$kolorun" -n "$n" "${xs[@]}" "$dir/bench/perf/kolo-perf" $args -c 0 -w "${WARM:-50}" 2>&1 |
       awk -v L="$label" '/^ +[0-9]+ / {print L, $1, $10}' >> "$out"
   done
 done

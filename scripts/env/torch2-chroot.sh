@@ -4,7 +4,7 @@
 # this repository builds and CI runs on) ships only torch 1.13 and PyPI is not reachable here.
 # Debian's archive is: forky/sid carry python3-torch + libtorch-dev 2.14, trixie 2.6.
 #
-#   scripts/torch2-chroot.sh [--suite forky|trixie] [--cache DIR] [--shell] [--build-only]
+#   scripts/env/torch2-chroot.sh [--suite forky|trixie] [--cache DIR] [--shell] [--build-only]
 #                            [-- PYTEST ARGS for every torch test, e.g. -k allreduce]
 #
 #   --suite       Debian suite to bootstrap (default forky: torch 2.14; trixie: torch 2.6).
@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 root=$cache/$suite
 build=build-torch2-$suite
 mirror=http://deb.debian.org/debian

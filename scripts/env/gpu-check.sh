@@ -10,13 +10,13 @@
 #   6. prints a summary: GoogleTest pass/fail/skip counts, sanitizer verdicts, and the share
 #      of device-to-device copy bandwidth that float32 and bfloat16 sum reach on buffers of
 #      64 MiB and more (lowest over those sizes; target >= 90 %).
-# (On the lent GPU machine, where nothing but the torch extension is built, scripts/device-check.sh
+# (On the lent GPU machine, where nothing but the torch extension is built, scripts/env/device-check.sh
 # runs the same checks from binaries built here.)
 # Exit status: 0 when the build, the tests and the sanitizers pass (a bandwidth below target
 # is reported; GPU_CHECK_STRICT_BANDWIDTH=1 makes it fail too). Without a GPU it builds, says
 # so, and exits 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 BANDWIDTH_TARGET_PCT=${BANDWIDTH_TARGET_PCT:-90}
 export PATH="$PATH:/usr/local/cuda/bin"

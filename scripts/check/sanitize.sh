@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds kolo with sanitizers and runs the unit and multi-process suites under them.
-#   scripts/sanitize.sh [asan|tsan]... [-- meson test args]
+#   scripts/check/sanitize.sh [asan|tsan]... [-- meson test args]
 # asan: AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (any error aborts the test);
 # tsan: ThreadSanitizer in build-tsan/. Default: asan. Results go in docs/RELIABILITY.md.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 kinds=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do kinds+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift

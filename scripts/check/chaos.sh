@@ -3,9 +3,9 @@
 # many SIGSTOP trials, each a 2-4 rank job over tcp or shm running random validated collectives
 # (tests/collectives/test_chaos.cpp says what each trial checks). The per-trial lines and the
 # summary go to stdout and to build/chaos-<date>.log.
-#   scripts/chaos.sh [TRIALS [SEED [kill|stop|both]]]
+#   scripts/check/chaos.sh [TRIALS [SEED [kill|stop|both]]]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 ninja -C "$BUILD_DIR" tests/collectives/reliability-test tests/collectives/kolo-test-worker >/dev/null || exit 1
 # Run copies: a rebuild during the series must not pull the binaries from under it.

@@ -2,9 +2,9 @@
 # Instructions per synchronous collective under callgrind, exact where timings on a shared
 # machine are noise. Counts inside measure() of bench/micro/per_call_instructions.cpp for 1,000
 # and 3,000 calls and prints the difference per call.
-#   scripts/per-call-instructions.sh [BUILD_DIR] [LIBKOLO_DIR]
+#   scripts/bench/per-call-instructions.sh [BUILD_DIR] [LIBKOLO_DIR]
 #     a group of one: allreduce, broadcast, barrier, empty (count 0)
-#   scripts/per-call-instructions.sh --versus-mpi [BUILD_DIR]
+#   scripts/bench/per-call-instructions.sh --versus-mpi [BUILD_DIR]
 #     two ranks, each rank counted on its own: gather, scatter, broadcast, reduce and allreduce of
 #     2 floats (1 for broadcast and allreduce) from or to rank 0, kolo (kolorun, shared memory)
 #     against Open MPI (bench/peers/mpi_per_call_instructions.cpp, mpirun with vader)

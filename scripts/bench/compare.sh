@@ -9,18 +9,18 @@
 # loopback TCP throughput with iperf3), reports kolo's busbw as a percentage of the bound its
 # transport implies, and draws PNG charts with gnuplot (when installed) next to the CSV.
 #
-# It builds nothing: run scripts/build.sh (or meson setup build && ninja -C build) first.
+# It builds nothing: run scripts/build/build.sh (or meson setup build && ninja -C build) first.
 #
-#   scripts/compare.sh                 # 2 and 4 ranks, allreduce 8 B..256 MiB, 3 repetitions
-#   scripts/compare.sh --quick         # CI: up to 1 MiB, 1 repetition, under 2 minutes
-#   scripts/compare.sh --ranks 2 --collectives allreduce,broadcast --max 64M --transport tcp
+#   scripts/bench/compare.sh                 # 2 and 4 ranks, allreduce 8 B..256 MiB, 3 repetitions
+#   scripts/bench/compare.sh --quick         # CI: up to 1 MiB, 1 repetition, under 2 minutes
+#   scripts/bench/compare.sh --ranks 2 --collectives allreduce,broadcast --max 64M --transport tcp
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ORIGINAL_ARGS="$*"  # for the record in meta.txt, before the options are consumed
 
 usage() {
   cat <<'EOF'
-usage: scripts/compare.sh [options]
+usage: scripts/bench/compare.sh [options]
   --build DIR         build directory with the binaries (default: build, or $BUILD_DIR)
   --ranks "2 4"       rank counts to measure (default "2 4")
   --reps R            repetitions, interleaved (default 3; --quick: 1)
@@ -112,7 +112,7 @@ PERF_GLOO=$BUILD/bench/peers/kolo-perf-gloo
 PERF_LIMITS=$BUILD/bench/micro/kolo-bench-limits
 for bin in "$KOLORUN" "$KOLO_PERF"; do
   if [ ! -x "$bin" ]; then
-    echo "compare.sh: $bin is missing; build first: scripts/build.sh (or: meson setup $BUILD && ninja -C $BUILD)" >&2
+    echo "compare.sh: $bin is missing; build first: scripts/build/build.sh (or: meson setup $BUILD && ninja -C $BUILD)" >&2
     exit 2
   fi
 done
@@ -172,7 +172,7 @@ rm -f "$OUT"/raw/*.txt
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "host: $(hostname), nproc $(nproc), $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo "load before: $(uptime)"
-  echo "command: scripts/compare.sh $ORIGINAL_ARGS"
+  echo "command: scripts/bench/compare.sh $ORIGINAL_ARGS"
   echo "options: ranks '$RANKS' reps $REPS sizes $MIN_BYTES..$MAX_BYTES collectives $COLLECTIVES placement $PLACEMENT transport '${TRANSPORT:-auto}'"
   echo "implementations: ${impls[*]}"
 } > "$OUT/meta.txt"
@@ -276,7 +276,7 @@ report_args=(--raw "$OUT/raw" --placement "$PLACEMENT" --csv "$OUT/compare.csv" 
 [ -f "$OUT/limits.json" ] && report_args+=(--limits "$OUT/limits.json")
 rm -rf "$OUT/plots"
 [ "$PLOTS" = 1 ] && report_args+=(--plots "$OUT/plots")
-python3 scripts/compare_report.py "${report_args[@]}" | tee "$OUT/report.md"
+python3 scripts/bench/compare_report.py "${report_args[@]}" | tee "$OUT/report.md"
 echo "compare.sh: CSV in $OUT/compare.csv, JSON in $OUT/compare.json, table in $OUT/report.md, charts in $OUT/plots, logs in $OUT/raw"
 if [ "$failures" -ne 0 ]; then
   echo "compare.sh: $failures run(s) failed (wrong results or errors); their sizes are missing above" >&2

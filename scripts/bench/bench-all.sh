@@ -3,7 +3,7 @@
 #   1. kolo-perf, every collective, checked (-c 1), for 2 and 4 ranks over tcp and shm;
 #   2. the peers in the same harness: kolo-perf-mpi (Open MPI) and kolo-perf-gloo (Gloo's ring,
 #      ring_chunked and halving-doubling all-reduce), checked;
-#   3. scripts/compare.sh: kolo and the peers interleaved, several repetitions, the physical
+#   3. scripts/bench/compare.sh: kolo and the peers interleaved, several repetitions, the physical
 #      limits (memcpy, reduction, loopback TCP), ratios, % of bound, CSV/JSON and PNG charts;
 #   4. the Google Benchmark micro-benchmarks (reduction kernels vs memcpy, transport ping-pong,
 #      the per-call cost of an empty collective), and kolo-bench-barrier beside
@@ -11,13 +11,13 @@
 # then verifies what it produced: every row of every table has #wrong == 0, every file is there,
 # charts exist when gnuplot does. Every table is written as .txt, .json and .csv under OUT.
 #
-#   scripts/bench-all.sh                      # the full run (about an hour on 2 cores)
-#   scripts/bench-all.sh --quick              # CI: small sizes, 2 ranks, 1 repetition, < 2 min
-#   scripts/bench-all.sh --build build --out build/bench-all
-# Needs a build: scripts/build.sh (or meson setup build && ninja -C build).
+#   scripts/bench/bench-all.sh                      # the full run (about an hour on 2 cores)
+#   scripts/bench/bench-all.sh --quick              # CI: small sizes, 2 ranks, 1 repetition, < 2 min
+#   scripts/bench/bench-all.sh --build build --out build/bench-all
+# Needs a build: scripts/build/build.sh (or meson setup build && ninja -C build).
 # Exit status: 0 everything ran and checked clean, 1 a run failed or a check failed, 2 usage.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 BUILD=${BUILD_DIR:-build}
 OUT=""
@@ -42,7 +42,7 @@ OVERHEAD=$BUILD/bench/micro/kolo-bench-overhead  # collective_overhead.cpp: per-
 BARRIER=$BUILD/bench/micro/kolo-bench-barrier  # barrier_skew.cpp
 BARRIER_MPI=$BUILD/bench/peers/kolo-bench-barrier-mpi
 for bin in "$KOLORUN" "$KOLO_PERF"; do
-  [ -x "$bin" ] || { echo "bench-all.sh: $bin is missing; build first (scripts/build.sh)" >&2; exit 2; }
+  [ -x "$bin" ] || { echo "bench-all.sh: $bin is missing; build first (scripts/build/build.sh)" >&2; exit 2; }
 done
 
 if [ "$QUICK" = 1 ]; then
@@ -133,10 +133,10 @@ done
 COMPARE_TRANSPORTS="tcp shm"
 [ "$QUICK" = 1 ] && COMPARE_TRANSPORTS="tcp"
 for t in $COMPARE_TRANSPORTS; do
-  echo "bench-all.sh: 3/4 scripts/compare.sh ${COMPARE_ARGS[*]} --transport $t"
-  if ! scripts/compare.sh --build "$BUILD" --out "$OUT/compare-$t" --transport "$t" "${COMPARE_ARGS[@]}" \
+  echo "bench-all.sh: 3/4 scripts/bench/compare.sh ${COMPARE_ARGS[*]} --transport $t"
+  if ! scripts/bench/compare.sh --build "$BUILD" --out "$OUT/compare-$t" --transport "$t" "${COMPARE_ARGS[@]}" \
       > "$OUT/compare-$t.txt" 2>&1; then
-    echo "bench-all.sh: FAILED: scripts/compare.sh --transport $t (see $OUT/compare-$t.txt)" >&2
+    echo "bench-all.sh: FAILED: scripts/bench/compare.sh --transport $t (see $OUT/compare-$t.txt)" >&2
     failures=$((failures + 1))
   fi
 done
@@ -189,7 +189,7 @@ if [ -x "$BARRIER" ]; then
 fi
 
 echo "bench-all.sh: verifying the results in $OUT"
-if ! python3 scripts/bench_verify.py "$OUT"; then
+if ! python3 scripts/bench/bench_verify.py "$OUT"; then
   failures=$((failures + 1))
 fi
 echo "bench-all.sh: done in $((SECONDS - start)) s, $failures failure(s); results in $OUT"

@@ -4,11 +4,11 @@
 # libnl, no OpenBLAS, no Debian packages) and device time is short, so nothing is built there but
 # the torch extension, which must match that machine's torch.
 #
-#   scripts/device-check.sh prepare [BUILD] [BASE]  # here: fill .devcarry/ (git-ignored) from
+#   scripts/env/device-check.sh prepare [BUILD] [BASE]  # here: fill .devcarry/ (git-ignored) from
 #                                             # BUILD (default build; needs the CUDA build,
 #                                             # kolo-train) and, for the step ab, from BASE: an
 #                                             # older build (libkolo, kolo-perf, kolorun)
-#   scripts/device-check.sh run [STEPS]       # there, through the device tool, with carry
+#   scripts/env/device-check.sh run [STEPS]       # there, through the device tool, with carry
 #                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab,
 #                                             # algos (default gpu,torch,compare)
 #
@@ -16,19 +16,19 @@
 #          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
 # torch:   kolo_torch compiled with g++ against the machine's torch (2.11 when last run), then
 #          the torch pytest suites on it (collectives, errors, DDP, split/share, torchrun).
-# compare: scripts/compare.sh, kolo vs Open MPI (vader), all nine collectives, 2 and 4 ranks up
+# compare: scripts/bench/compare.sh, kolo vs Open MPI (vader), all nine collectives, 2 and 4 ranks up
 #          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription);
 #          CMP_COLLECTIVES narrows the list.
-# ab:      scripts/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
+# ab:      scripts/bench/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
 #          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores); AB_VARIANTS
 #          adds configurations of BUILD with an environment variable each (a tunable's value).
-# algos:   scripts/ab-perf.sh, this build's automatic choice against each other algorithm by
+# algos:   scripts/bench/ab-perf.sh, this build's automatic choice against each other algorithm by
 #          name (KOLO_ALGO), 8 B to 32 KiB, 3, 4 and 8 ranks on idle cores: the small-message
-#          selection measured where ranks do not outnumber cores (scripts/algo-ab.sh; COLLS
+#          selection measured where ranks do not outnumber cores (scripts/bench/algo-ab.sh; COLLS
 #          narrows the collectives).
 # Logs land in $OUT (the device tool brings back at most 8 files); the last lines summarize.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 D=$PWD/.devcarry
 
 prepare() {
@@ -47,7 +47,10 @@ prepare() {
   cp -L "$build/libkolo.so.0" "$D/build/libkolo.so.0" && strip "$D/build/libkolo.so.0"
   if [ -n "${2:-}" ]; then
     for f in bench/perf/kolo-perf tools/kolorun/kolorun libkolo.so.0; do
-      mkdir -p "$D/base/$(dirname $f)" && cp -L "$2/$f" "$D/base/$f" && strip "$D/base/$f"
+      src=$2/$f
+      # A base from before kolorun moved to tools/ has it in src/launcher/.
+      [ -e "$src" ] || [ "$f" != tools/kolorun/kolorun ] || src=$2/src/launcher/kolorun
+      mkdir -p "$D/base/$(dirname $f)" && cp -L "$src" "$D/base/$f" && strip "$D/base/$f"
     done
   fi
   # Libraries that machine lacks (libkolo: ibverbs, libnl; kolo-train: OpenBLAS and Fortran's
@@ -138,7 +141,7 @@ PY
 
 run_compare() {
   step compare, 2 and 4 ranks
-  RUN_TIMEOUT=120 timeout "${CMP_TIMEOUT:-240}" scripts/compare.sh --build "$B" --ranks "2 4" --reps 3 --max 16M \
+  RUN_TIMEOUT=120 timeout "${CMP_TIMEOUT:-240}" scripts/bench/compare.sh --build "$B" --ranks "2 4" --reps 3 --max 16M \
     --collectives "${CMP_COLLECTIVES:-allreduce,broadcast,reduce,reducescatter,allgather,alltoall,gather,scatter,sendrecv}" \
     --peers mpi --no-plots --no-limits --out /tmp/cmp > "$OUT/compare.log" 2>&1
   summary+=("compare: rc=$?")
@@ -159,7 +162,7 @@ run_ab() {
   for n in ${AB_RANKS:-2 4}; do
     for c in ${AB_COLLS:-broadcast allreduce}; do
       echo "-- $c, $n ranks"
-      WARM=${AB_WARM:-20} timeout 150 scripts/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" "${cfgs[@]}"
+      WARM=${AB_WARM:-20} timeout 150 scripts/bench/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" "${cfgs[@]}"
     done
   done > "$OUT/ab.log" 2>&1
   summary+=("ab: rc=$?")
@@ -169,7 +172,7 @@ run_ab() {
 run_algos() {
   step "algos: automatic choice against each algorithm by name, 3, 4 and 8 ranks"
   LIBS="LD_LIBRARY_PATH=$B:$D/lib:/usr/local/cuda/lib64" timeout "${ALGO_TIMEOUT:-200}" \
-    scripts/algo-ab.sh "$B" "3 4 8" 5 > "$OUT/algos.log" 2>&1
+    scripts/bench/algo-ab.sh "$B" "3 4 8" 5 > "$OUT/algos.log" 2>&1
   summary+=("algos: rc=$?")
   cat "$OUT/algos.log"
 }
@@ -177,7 +180,7 @@ run_algos() {
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
   run)
-    [ -d "$B" ] || { echo "device-check: no $B: run 'scripts/device-check.sh prepare' here and carry .devcarry" >&2; exit 1; }
+    [ -d "$B" ] || { echo "device-check: no $B: run 'scripts/env/device-check.sh prepare' here and carry .devcarry" >&2; exit 1; }
     mkdir -p "$OUT"
     exec > >(tee "$OUT/device-check.log") 2>&1
     setup_env

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Validates every collective with every algorithm: kolo-perf with -c 1 (every element checked)
 # over N ranks (default 4) for sizes 8 B .. 16 MiB. Exits non-zero if any run reports a wrong
-# element or fails. Usage: scripts/validate-all.sh [nranks] [maxbytes]
+# element or fails. Usage: scripts/check/validate-all.sh [nranks] [maxbytes]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 N=${1:-4}
 MAX=${2:-16M}

@@ -6,14 +6,14 @@
 # kolo-perf over ibverbs, and the multi-process collective tests with KOLO_TRANSPORT=ibverbs.
 # The last line is "N passed, N failed" (GoogleTest cases inside the VM), like scripts/test.sh's.
 #
-#   scripts/rdma-vm.sh [--build-dir DIR] [--cache DIR] [--filter GTEST_FILTER] [--timeout S]
-#   scripts/rdma-vm.sh --prepare      # only build (and cache) the image
+#   scripts/env/rdma-vm.sh [--build-dir DIR] [--cache DIR] [--filter GTEST_FILTER] [--timeout S]
+#   scripts/env/rdma-vm.sh --prepare      # only build (and cache) the image
 #
 # Needs root (mmdebstrap into a directory, mkfs.ext4 -d), qemu-system-x86, mmdebstrap and
 # e2fsprogs, and the Debian mirror. Without them it says so, prints "0 passed, 0 failed" and
 # exits 0 (exit 77 with --strict-skip, meson's "skipped").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
 build_dir=${BUILD_DIR:-build}

@@ -2,20 +2,20 @@
 # Builds the libFuzzer targets with clang (Debian's clang + libclang-rt-14-dev, ASan+UBSan) and
 # runs each for SECONDS (default 30) or RUNS executions, starting from its corpus in the tree
 # (tests/fuzz/corpus/<target>).
-#   scripts/fuzz.sh [--seconds N | --runs N] [target...]
+#   scripts/check/fuzz.sh [--seconds N | --runs N] [target...]
 # Targets (default: all): hello (the TCP handshake's acceptor), tcp_frames (the TCP frame reader),
 # shm_ring (the shared-memory ring reader), options (kolorun's and kolo-perf's command lines),
 # store (the TCPStore server's protocol state machine, both c10d dialects, and the authentication
 # handshake before it).
 # New inputs found go to build-fuzz/corpus-*/ (not the tree); crashes to build-fuzz/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 limit=(-max_total_time=30)
 case "${1:-}" in
   --seconds) limit=(-max_total_time="$2"); shift 2 ;;
   --runs) limit=(-runs="$2"); shift 2 ;;
   ""|hello|tcp_frames|shm_ring|options|store) ;;
-  *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N] [hello|tcp_frames|shm_ring|options|store]..."; exit 2 ;;
+  *) echo "usage: scripts/check/fuzz.sh [--seconds N | --runs N] [hello|tcp_frames|shm_ring|options|store]..."; exit 2 ;;
 esac
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(hello tcp_frames shm_ring options store)

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Verifies what scripts/bench-all.sh produced in OUT: every table ran to the end with every
+"""Verifies what scripts/bench/bench-all.sh produced in OUT: every table ran to the end with every
 checked element right (#wrong == 0 in every row of every JSON, CSV and text table), the CSV holds
 the same rows as the JSON, compare.sh wrote its CSV/JSON/limits/report (and PNG charts when
 gnuplot is installed), and the micro-benchmarks wrote their results. Prints every problem and
 exits 1 if there is any. Speed is never judged here.
 
-    scripts/bench_verify.py OUT
+    scripts/bench/bench_verify.py OUT
 """
 import csv
 import glob

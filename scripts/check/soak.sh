@@ -4,9 +4,9 @@
 # ranks (default 4), over shm and then tcp, sampling each rank's descriptors, RSS, mapped
 # /dev/shm files and the job's /dev/shm entries every SAMPLE_EVERY collectives; prints each
 # rank's min/max (tests/collectives/test_soak.cpp says what is asserted).
-#   scripts/soak.sh [COLLECTIVES [RANKS [SAMPLE_EVERY]]]
+#   scripts/check/soak.sh [COLLECTIVES [RANKS [SAMPLE_EVERY]]]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
 ninja -C "$BUILD_DIR" tests/collectives/reliability-test tests/collectives/kolo-test-worker >/dev/null || exit 1
 # Run copies: a rebuild during the soak must not pull the binaries from under it.
