@@ -165,7 +165,8 @@ class Device {
 
 // A transport as the registry (registry.cpp) lists it. Each transport registers itself, in its
 // own folder, with KOLO_REGISTER_TRANSPORT; the folder's name in kolo_transports (top-level
-// meson.build) builds it. Adding a transport: the folder and that one line.
+// meson.build) builds it. Adding a transport: the folder and that one line
+// (tests/transports/extra_transport_test.cpp registers one from outside libkolo).
 struct TransportInfo {
   const char* name;
   // The highest-priority transport that reaches a peer carries its messages. Priorities are
