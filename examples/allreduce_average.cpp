@@ -1,5 +1,5 @@
 // The smallest useful kolo program: every rank contributes a vector, all of them end up with the
-// average. Run with: build/src/launcher/kolorun -n 4 build/examples/kolo-example-allreduce
+// average. Run with: build/tools/kolorun/kolorun -n 4 build/examples/kolo-example-allreduce
 #include <kolo/kolo.hpp>
 
 #include <cstdio>

@@ -4,7 +4,7 @@
 # (the transport kolo picks for ranks on one host; KOLO_TRANSPORT=tcp for TCP loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh
+scripts/build/install-deps.sh
+scripts/build/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
-exec "$BUILD_DIR/src/launcher/kolorun" -n 4 "$BUILD_DIR/bench/perf/kolo-perf" allreduce -b 8 -e 16M -f 4 -c 1
+exec "$BUILD_DIR/tools/kolorun/kolorun" -n 4 "$BUILD_DIR/bench/perf/kolo-perf" allreduce -b 8 -e 16M -f 4 -c 1

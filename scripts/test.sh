@@ -3,8 +3,8 @@
 # one line "N passed, N failed" counting GoogleTest cases (CI reads that line).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh || exit 1
-scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
+scripts/build/install-deps.sh || exit 1
+scripts/build/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 BUILD_DIR=${BUILD_DIR:-build}
 meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 "$@"
 rc=$?
@@ -31,7 +31,7 @@ if [ "${CI:-}" = true ] || [ "${KOLO_TEST_RDMA_VM:-0}" = 1 ]; then
   # Through a file, not `tee /dev/stderr`: when stdout and stderr are the same log file, tee
   # reopens (and truncates) it.
   vm_log=$(mktemp)
-  scripts/rdma-vm.sh --build-dir "$BUILD_DIR" > "$vm_log" 2>&1
+  scripts/env/rdma-vm.sh --build-dir "$BUILD_DIR" > "$vm_log" 2>&1
   cat "$vm_log"
   vm_counts=$(tail -n 1 "$vm_log")
   rm -f "$vm_log"

@@ -5,7 +5,7 @@
 // connect time, abort notices, goodbyes, and the prompt news of a peer's death (reported to the
 // Bootstrap's FailureSink, like any device's failures).
 //
-// The transport that carries it is chosen in registry.cpp (one line), so a transport using a
+// TCP carries it (connect_control_channel, in transports/tcp/tcp_control.cpp), so a transport using a
 // control channel sees only this interface and never another transport's headers.
 #pragma once
 #include <memory>
@@ -37,7 +37,8 @@ class ControlChannel {
 };
 
 // Connects a control channel to `peers` (each of them calls it with this rank among its peers),
-// under b.prefix; failures go to b.failures. Defined in registry.cpp.
+// under b.prefix; failures go to b.failures. TCP's, which every host has and which reports a dead
+// peer the moment its socket closes: defined in transports/tcp/tcp_control.cpp.
 std::unique_ptr<ControlChannel> connect_control_channel(const Bootstrap& b, const std::vector<int>& peers);
 
 }  // namespace kolo::transport

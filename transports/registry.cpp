@@ -1,35 +1,38 @@
-// The transports kolo knows. A new transport is one folder plus one line here.
+// The registry: every transport adds itself while the library loads (KOLO_REGISTER_TRANSPORT in
+// its own folder), and the engine reads the list from here. Nothing here names a transport.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
-#include "transports/control_channel.hpp"
-#include "transports/ibverbs/ibverbs_config.hpp"
-#include "transports/shm/shm_device.hpp"
-#include "transports/tcp/tcp_control.hpp"
-#include "transports/tcp/tcp_device.hpp"
 #include "transports/transport.hpp"
-#if KOLO_HAVE_IBVERBS
-#include "transports/ibverbs/ib_device.hpp"
-#endif
 
 namespace kolo::transport {
+namespace {
 
-const std::vector<TransportInfo>& all_transports() {
-  static const std::vector<TransportInfo> list = {
-      {"tcp", 10, [](const Bootstrap&, int) { return true; }, &tcp::TcpDevice::connect},
-      {"shm", 20, &shm::ShmDevice::reaches, &shm::ShmDevice::connect},
-#if KOLO_HAVE_IBVERBS
-      // Between tcp and shm: chosen for peers on other hosts when both ends have an active port.
-      {"ibverbs", 15, &ib::IbDevice::reaches, &ib::IbDevice::connect},
-#endif
-  };
+// Constructed on first use: registrations run during static initialisation, in an order the
+// linker decides.
+std::vector<TransportInfo>& registry() {
+  static std::vector<TransportInfo> list;  // by priority, lowest first
   return list;
 }
 
-// Transports that need a control channel beside their data path (ibverbs) get TCP's: every host
-// has it, and it reports a dead peer the moment its socket closes.
-std::unique_ptr<ControlChannel> connect_control_channel(const Bootstrap& b, const std::vector<int>& peers) {
-  return tcp::connect_control_channel(b, peers);
+}  // namespace
+
+TransportRegistration::TransportRegistration(const TransportInfo& t) {
+  auto& list = registry();
+  for (const auto& other : list)
+    if (other.priority == t.priority || std::string(other.name) == t.name) {
+      std::fprintf(stderr, "kolo: transport '%s' (priority %d) cannot be registered: '%s' has priority %d\n", t.name,
+                   t.priority, other.name, other.priority);
+      std::abort();
+    }
+  const auto at = std::lower_bound(list.begin(), list.end(), t,
+                                   [](const TransportInfo& x, const TransportInfo& y) { return x.priority < y.priority; });
+  list.insert(at, t);
 }
+
+const std::vector<TransportInfo>& all_transports() { return registry(); }
 
 const TransportInfo* find_transport(const std::string& name) {
   for (const auto& t : all_transports())

@@ -163,10 +163,16 @@ class Device {
   virtual std::vector<int> close(std::chrono::steady_clock::time_point deadline) = 0;
 };
 
-// A transport as the registry (registry.cpp) lists it.
+// A transport as the registry (registry.cpp) lists it. Each transport registers itself, in its
+// own folder, with KOLO_REGISTER_TRANSPORT; the folder's name in kolo_transports (top-level
+// meson.build) builds it. Adding a transport: the folder and that one line
+// (tests/transports/extra_transport_test.cpp registers one from outside libkolo).
 struct TransportInfo {
   const char* name;
-  int priority;  // the highest-priority transport that reaches a peer carries its messages
+  // The highest-priority transport that reaches a peer carries its messages. Priorities are
+  // distinct (the registry refuses a taken one) and fix the registry's order, lowest first, the
+  // same in every process whatever order the linker ran the registrations in.
+  int priority;
   // Whether this transport can carry messages between bootstrap.rank and `peer`.
   bool (*reaches)(const Bootstrap& b, int peer);
   // Connects this rank to `peers` (every one of them calls it with this rank among its peers),
@@ -175,6 +181,17 @@ struct TransportInfo {
   std::unique_ptr<Device> (*connect)(const Bootstrap& b, const std::vector<int>& peers);
 };
 
+// Adds a transport to the registry while the library loads; aborts on a taken name or priority.
+struct TransportRegistration {
+  explicit TransportRegistration(const TransportInfo& t);
+};
+
+// In a transport's file, at namespace scope:
+//   KOLO_REGISTER_TRANSPORT(tcp, {"tcp", 10, &TcpDevice::reaches, &TcpDevice::connect});
+#define KOLO_REGISTER_TRANSPORT(id, ...) \
+  static const ::kolo::transport::TransportRegistration kolo_transport_##id##_registration { __VA_ARGS__ }
+
+// Every registered transport, lowest priority first.
 const std::vector<TransportInfo>& all_transports();
 const TransportInfo* find_transport(const std::string& name);
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"  // src/common: the programs' shared CLI11 setup
+#include "cli.hpp"  // common/: the programs' shared CLI11 setup
 
 namespace kolo::bench {
 

@@ -7,7 +7,7 @@
 namespace kolo::bench {
 
 // A byte count with an optional K/M/G suffix (powers of 1024, either case) and an optional
-// fraction ("1.5K"), like nccl-tests' parsesize; src/common/byte_size.hpp does the parsing.
+// fraction ("1.5K"), like nccl-tests' parsesize; common/byte_size.hpp does the parsing.
 // Throws UsageError naming `flag`.
 size_t parse_size(const std::string& text, const char* flag);
 

@@ -8,7 +8,7 @@
 // achieves. Times come from CUDA events around a batch of back-to-back launches.
 //
 // The last lines ("SUMMARY ...") give, per dtype, the lowest and the mean "% copy" over sizes
-// of at least 64 MiB, where launch overhead no longer matters (scripts/gpu-check.sh reads them).
+// of at least 64 MiB, where launch overhead no longer matters (scripts/env/gpu-check.sh reads them).
 // Without a CUDA device it says so and exits 0.
 //
 //   kolo-bench-cuda-kernels [--op sum] [--dtypes float32,bfloat16] [--min-bytes 1M] [--max-bytes 1G]

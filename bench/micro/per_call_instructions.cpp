@@ -1,6 +1,6 @@
 // What one synchronous collective costs in instructions: the per-call software of issue + wait.
 // Timings on a shared 2-core machine are noise; callgrind's instruction count is exact.
-// scripts/per-call-instructions.sh runs this under callgrind, collecting inside measure() only
+// scripts/bench/per-call-instructions.sh runs this under callgrind, collecting inside measure() only
 // (the calling thread, which runs the operation inline), for two iteration counts and reports
 // the difference per call; with --versus-mpi it runs bench/peers/mpi_per_call_instructions.cpp
 // (the same calls through Open MPI) beside it on two ranks.
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   CLI::App app{"", "kolo-per-call-instructions"};
   kolo::cli::configure(app, "usage: kolo-per-call-instructions OPERATION ITERATIONS\n");
   app.description("Runs ITERATIONS synchronous OPERATIONs inside measure(), for callgrind\n"
-                  "(scripts/per-call-instructions.sh): a group of one, or every rank's share under a launcher.");
+                  "(scripts/bench/per-call-instructions.sh): a group of one, or every rank's share under a launcher.");
   // Both required, checked after parsing so that --help alone is not an error.
   CLI::Option* op_given = app.add_option("OPERATION", op, "the operation measured")
                               ->check(CLI::IsMember(std::vector<std::string>(kNames, kNames + kNumOps)));

@@ -41,7 +41,7 @@ def perf(build, coll, lo, hi, env=None, hosts=None, nranks=2, iters=5, warmup=2)
     """One kolo-perf run; returns {bytes: time_us} of the out-of-place rows."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
-        cmd = [os.path.join(build, "src/launcher/kolorun")]
+        cmd = [os.path.join(build, "tools/kolorun/kolorun")]
         if hosts:
             cmd += ["--hosts", hosts, "--launch-agent", "ip netns exec {host}", "-x", "KOLO_SOCKET_IFNAME=eth"]
         else:

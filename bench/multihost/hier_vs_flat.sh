@@ -28,7 +28,7 @@ hosts=""
 for ((h = 0; h < HOSTS; h++)); do hosts+="${hosts:+,}kolo-h$h:$PER"; done
 for ((rep = 1; rep <= REPS; rep++)); do
   for algo in ring hier; do
-    KOLO_SECRET=hier-bench "$BUILD/src/launcher/kolorun" --hosts "$hosts" --launch-agent 'ip netns exec {host}' \
+    KOLO_SECRET=hier-bench "$BUILD/tools/kolorun/kolorun" --hosts "$hosts" --launch-agent 'ip netns exec {host}' \
       -x KOLO_ALGO=allreduce=$algo -x KOLO_SOCKET_IFNAME=eth \
       "$BUILD/bench/perf/kolo-perf" allreduce -b "$MIN" -e "$MAX" -f 4 -w 2 -n 5 -c 0 > "$WORK/$algo.$rep" 2>&1
   done

@@ -1,6 +1,6 @@
 // kolo-per-call-instructions for Open MPI: the same calls (bench/micro/per_call_instructions.cpp),
 // batched and staggered the same way, through MPI_Gather, MPI_Scatter, MPI_Bcast, MPI_Reduce and
-// MPI_Allreduce, so that scripts/per-call-instructions.sh --versus-mpi can set the two side by
+// MPI_Allreduce, so that scripts/bench/per-call-instructions.sh --versus-mpi can set the two side by
 // side under callgrind (collecting inside measure() only).
 //   mpirun -np 2 kolo-per-call-instructions-mpi gather|scatter|broadcast|reduce|allreduce ITERATIONS
 #include <mpi.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli.hpp"  // src/common: the programs' shared CLI11 setup
+#include "cli.hpp"  // common/: the programs' shared CLI11 setup
 
 namespace {
 enum Op { kAllreduce, kBroadcast, kGather, kScatter, kReduce, kNumOps };

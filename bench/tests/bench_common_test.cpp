@@ -227,7 +227,7 @@ TEST(BenchSizes, NcclTestsSweep) {
   size_t huge = ~size_t{0} - 1;
   EXPECT_FALSE(next_size(huge, ~size_t{0}, 0, 2));
   EXPECT_EQ(parse_size("3G", "-e"), size_t{3} << 30);
-  // nccl-tests' parsesize takes fractions (src/common/byte_size.hpp, shared with KOLO_* sizes).
+  // nccl-tests' parsesize takes fractions (common/byte_size.hpp, shared with KOLO_* sizes).
   EXPECT_EQ(parse_size("1.5K", "-b"), 1536u);
   EXPECT_EQ(parse_size("0.25m", "-b"), size_t{1} << 18);
   EXPECT_EQ(parse_size("1.25", "-b"), 1u);

@@ -1,4 +1,4 @@
-// CI's check of the benchmark pipeline: runs `scripts/bench-all.sh --quick` (kolo-perf for
+// CI's check of the benchmark pipeline: runs `scripts/bench/bench-all.sh --quick` (kolo-perf for
 // every collective over tcp and shm, the Open MPI and Gloo peers, compare.sh with the physical
 // limits and charts, the micro-benchmarks) and then re-reads what it wrote, independently of
 // the script's own verification: the script must exit 0, every CSV row of every table must
@@ -83,7 +83,7 @@ TEST(BenchQuick, PipelineRunsAndEveryRowChecksClean) {
   const std::string build = env_or_fail("KOLO_BUILD_ROOT");
   ASSERT_FALSE(source.empty() || build.empty()) << "run through meson test (KOLO_SOURCE_ROOT/KOLO_BUILD_ROOT unset)";
   const fs::path out = fs::path(build) / "bench-quick";
-  const std::string command = "bash '" + source + "/scripts/bench-all.sh' --quick --build '" + build + "' --out '" +
+  const std::string command = "bash '" + source + "/scripts/bench/bench-all.sh' --quick --build '" + build + "' --out '" +
                               out.string() + "'";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << command;

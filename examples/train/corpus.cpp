@@ -39,7 +39,7 @@ std::string read_kjv() {
   if (status != 0 || raw.size() < 1000000)
     throw InvalidArgument(
         "--data kjv: the King James Bible is not available (`bible` failed); install it with "
-        "`apt-get install bible-kjv bible-kjv-text` (scripts/install-deps.sh does), or pass --data FILE");
+        "`apt-get install bible-kjv bible-kjv-text` (scripts/build/install-deps.sh does), or pass --data FILE");
   return strip_verse_references(raw);
 }
 

@@ -8,7 +8,7 @@
 // Every rank combines the same P blocks in the same order, so all ranks end with bit-identical
 // results. The cost model has no formula for it; the threshold rule takes it on one host of 3-4
 // ranks for small messages, where the direct path runs it in one round (select.cpp, measured
-// with scripts/algo-ab.sh).
+// with scripts/bench/algo-ab.sh).
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/partition.hpp"

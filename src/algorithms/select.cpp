@@ -40,7 +40,7 @@
 //   barrier         central (everyone to rank 0 and back) on one host of 3 to 8 ranks; else
 //                   dissemination (at 2 ranks it is one exchange)
 //   alltoallv: pairwise; send, recv: direct.
-// On one host the small-message choices above were measured (scripts/algo-ab.sh, on 2 cores and
+// On one host the small-message choices above were measured (scripts/bench/algo-ab.sh, on 2 cores and
 // on 16; docs/PERFORMANCE.md): there a small collective runs on the direct path, where an extra
 // message costs a ring slot's copy rather than a round's latency, so one round of P-1 messages
 // beats log2 P dependent rounds up to 4 ranks (and all-to-all's P-1 rounds up to 8, the most
@@ -141,7 +141,7 @@ const Algorithm& named(CollKind kind, const char* name) {
   return *a;
 }
 
-// The one-host small-message limits (bytes), measured with scripts/algo-ab.sh at 3, 4 and 8
+// The one-host small-message limits (bytes), measured with scripts/bench/algo-ab.sh at 3, 4 and 8
 // ranks on 16 idle cores and at 4 ranks on 2 (docs/PERFORMANCE.md, 2026-11-26).
 constexpr int64_t kOneshotMaxBytes = 4 << 10;       // oneshot all-reduce: (P-1) x bytes sent
 constexpr int64_t kReduceDirectMaxBytes = 8 << 10;  // direct reduce: (P-1) x bytes into the root

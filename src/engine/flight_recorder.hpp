@@ -3,7 +3,7 @@
 // the group fails (a timeout, a dead or mismatched peer) or the process gets SIGUSR1, it writes
 // them to KOLO_FR_DIR as JSON and text, named and labelled by the job (job_id_from_environment:
 // the id every rank of one launch shares), so that one folder can hold several jobs' dumps;
-// scripts/kolo-trace merges the dumps of one job's ranks and says which rank is behind, in which
+// tools/kolo-trace/kolo-trace merges the dumps of one job's ranks and says which rank is behind, in which
 // collective. With KOLO_TRACE=file it also writes a Chrome trace
 // (Perfetto) of every operation when the group ends.
 //

@@ -200,7 +200,7 @@ TEST_F(ModelSelect, OneHostTakesRdForSmallAndRingForLarge) {
 
 // Measured at 4 ranks on 2 cores (docs/PERFORMANCE.md): the binomial tree's store-and-forward
 // copies lose to direct from 32 KiB blocks; gather on one host goes direct at any size
-// (scripts/algo-ab.sh, 2026-11-26), and so does scatter up to 4 ranks (2026-11-27); at 8 ranks
+// (scripts/bench/algo-ab.sh, 2026-11-26), and so does scatter up to 4 ranks (2026-11-27); at 8 ranks
 // small scatters keep the tree's fewer messages at the root.
 TEST_F(ModelSelect, OneHostGatherAndScatterGoDirectForLargeBlocks) {
   const std::vector<int> one_host(4, 0), eight(8, 0);

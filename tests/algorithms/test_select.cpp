@@ -121,7 +121,7 @@ TEST_F(Select, AutomaticChoiceForTheOtherCollectives) {
   EXPECT_EQ(pick(CollKind::recv, 1 << 20, 2), "direct");
 }
 
-// One host, small messages (the direct path's costs, measured by scripts/algo-ab.sh): one round
+// One host, small messages (the direct path's costs, measured by scripts/bench/algo-ab.sh): one round
 // of P-1 messages up to 4 ranks, while what that round moves stays small.
 TEST_F(Select, OneHostSmallMessagesTakeOneRoundUpToFourRanks) {
   setenv("KOLO_SMALL_BYTES", "32768", 1);

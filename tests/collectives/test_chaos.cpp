@@ -13,7 +13,7 @@
 //    rank 0 freezes the store (test_blame.cpp asserts it for a ring);
 //  - nothing of the job left in /dev/shm.
 // KOLO_CHAOS_TRIALS (default 5) sets the trials per signal, KOLO_CHAOS_SEED the seed (default:
-// random, printed); scripts/chaos.sh runs the long series. Each trial prints one line.
+// random, printed); scripts/check/chaos.sh runs the long series. Each trial prints one line.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -134,7 +134,7 @@ bool run_trial(const Trial& t, int sig, uint64_t& victim_named_count) {
   if (sig == SIGKILL || victim_named) ++victim_named_count;
   EXPECT_EQ(shm_entries_of(job), 0u) << t.describe() << ": /dev/shm entries of the job left behind";
   const bool ok = ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count() == failures_before;
-  // One line per trial, for the record (scripts/chaos.sh keeps them).
+  // One line per trial, for the record (scripts/check/chaos.sh keeps them).
   std::string first_error;
   if (!survivors.empty()) first_error = error_line(o.ranks[static_cast<size_t>(survivors.front())]);
   std::printf("chaos %s %s: %s, last survivor raised %.3f s after the signal%s; %s\n", sig == SIGKILL ? "SIGKILL" : "SIGSTOP",

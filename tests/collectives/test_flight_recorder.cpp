@@ -1,5 +1,5 @@
 // The flight recorder across real processes: a stalled rank makes the others time out and dump
-// their recorders, and kolo-trace (scripts/kolo-trace, run with the system python3) names the
+// their recorders, and kolo-trace (tools/kolo-trace/kolo-trace, run with the system python3) names the
 // stalled rank and the collective; SIGUSR1 dumps a live job; KOLO_TRACE writes a Chrome trace per
 // rank listing the job's collectives; two jobs dumped into one folder are told apart by their job
 // id, and kolo-trace reads one of them only.
@@ -67,7 +67,7 @@ TEST(FlightRecorder, StalledRankIsNamedByKoloTrace) {
   for (const RankOutcome& r : outcome.ranks) EXPECT_FALSE(r.succeeded()) << "the stall must fail the job: " << r.describe();
   // Ranks 0 and 2 timed out waiting for rank 1 and dumped.
   EXPECT_TRUE(fs::exists(dir / "default.rank0.json") || !fs::is_empty(dir)) << dir;
-  const std::string trace = run_command("python3 '" + std::string(KOLO_SOURCE_ROOT) + "/scripts/kolo-trace' '" +
+  const std::string trace = run_command("python3 '" + std::string(KOLO_SOURCE_ROOT) + "/tools/kolo-trace/kolo-trace' '" +
                                         dir.string() + "' 2>&1");
   EXPECT_NE(trace.find("verdict: rank 1 is behind"), std::string::npos) << trace;
   EXPECT_NE(trace.find("allreduce #"), std::string::npos) << trace;
@@ -139,7 +139,7 @@ TEST(FlightRecorder, KoloTraceReadsOneJobOfAFolderOfTwo) {
   EXPECT_EQ(derived.rfind("master-127.0.0.1-", 0), 0u) << "the job without an id is named by its store: " << derived;
   EXPECT_EQ(ranks_of_job[derived].size(), 3u);
 
-  const std::string trace = "python3 '" + std::string(KOLO_SOURCE_ROOT) + "/scripts/kolo-trace' ";
+  const std::string trace = "python3 '" + std::string(KOLO_SOURCE_ROOT) + "/tools/kolo-trace/kolo-trace' ";
   const auto [mixed, mixed_status] = run_command_status(trace + "'" + dir.string() + "' 2>&1");
   EXPECT_EQ(mixed_status, 2) << "two jobs read together must fail: " << mixed;
   EXPECT_EQ(mixed.find("verdict"), std::string::npos) << mixed;

@@ -1,4 +1,4 @@
-"""kolo-trace (scripts/kolo-trace) on dump folders written here, in the format of
+"""kolo-trace (tools/kolo-trace/kolo-trace) on dump folders written here, in the format of
 src/engine/flight_recorder.cpp: it reads one job's dumps, refuses a folder of several jobs unless
 --job picks one, and refuses dumps that claim one job but cannot be one run of it. The dumps the
 recorder really writes are checked by tests/collectives/test_flight_recorder.cpp.
@@ -14,7 +14,7 @@ import sys
 import tempfile
 import traceback
 
-KOLO_TRACE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../scripts/kolo-trace")
+KOLO_TRACE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../tools/kolo-trace/kolo-trace")
 
 
 class Folder:

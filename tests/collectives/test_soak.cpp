@@ -9,7 +9,7 @@
 // run (one may be seen while other ranks set up a subgroup), and that resident memory after
 // the first fifth of the run grows by less than KOLO_SOAK_RSS_SLACK_KB (default 16384: the
 // allocator keeps freed buffers of up to a few MiB). It prints each rank's min/max per figure;
-// scripts/soak.sh runs the long version.
+// scripts/check/soak.sh runs the long version.
 #include <dirent.h>
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@ examples' scripts) and checks:
                                   program's --help output (built programs, run from BUILD_DIR;
                                   python -m kolo_torch.run) or, for a script, in its text;
   ReadmeCheck.KoloVariablesExist  every KOLO_* variable README names is a row of the tunables
-                                  table (src/common/config.cpp), or a program's variable that
+                                  table (common/config.cpp), or a program's variable that
                                   docs/ENVIRONMENT.md documents and the code reads;
   ReadmeCheck.LayoutListsFolders  README's Layout names every tracked top-level folder and each
                                   of their subfolders, and nothing that does not exist.
@@ -37,7 +37,7 @@ NCCL_NAMES = ["all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_pe
 REQUIRED_PROGRAMS = {"kolorun", "kolo-perf", "kolo-store"} | set(NCCL_NAMES)
 # Launchers: the first argument that is not an option (or an option's value) is the program run.
 LAUNCHERS = {"kolorun", "kolo_torch.run"}
-REPO_PATH = re.compile(r"^(?:\./)?((?:scripts|bench|tests|examples|docs|src|include|python|transports|kernels|\.ci)"
+REPO_PATH = re.compile(r"^(?:\./)?((?:scripts|bench|tests|examples|docs|src|include|python|transports|kernels|common|tools|\.ci)"
                        r"/[A-Za-z0-9_./+-]*)$")
 SEPARATORS = {"&&", "||", ";", "|"}
 # Commands that are not kolo's: a flag README writes after one of these is theirs, not checked.
@@ -414,10 +414,10 @@ class Checker:
                     nearest = mentions[-1]
 
     def kolo_variables(self):
-        with open(os.path.join(self.ctx.root, "src/common/config.cpp"), encoding="utf-8") as f:
+        with open(os.path.join(self.ctx.root, "common/config.cpp"), encoding="utf-8") as f:
             table = set(re.findall(r'\{\s*"(KOLO_[A-Z0-9_]+)"\s*,', f.read()))
         if len(table) < 10:
-            self.ctx.fail("ReadmeCheck.KoloVariablesExist", "src/common/config.cpp: found no tunables table")
+            self.ctx.fail("ReadmeCheck.KoloVariablesExist", "common/config.cpp: found no tunables table")
             return 0
         env_md = ""
         path = os.path.join(self.ctx.root, "docs/ENVIRONMENT.md")
@@ -434,12 +434,13 @@ class Checker:
                 self.ctx.info("%s: a program's variable (docs/ENVIRONMENT.md, read by the code)" % name)
                 continue
             self.ctx.fail("ReadmeCheck.KoloVariablesExist",
-                          "README.md names %s, which is not in the tunables table (src/common/config.cpp)%s" % (
+                          "README.md names %s, which is not in the tunables table (common/config.cpp)%s" % (
                               name, "" if documented else " nor a row of docs/ENVIRONMENT.md"))
         return len(names)
 
     def read_by_code(self, name):
-        for top in ("src", "bench", "scripts", "tests", "python", "examples", "transports", "kernels", ".ci"):
+        for top in ("src", "common", "tools", "bench", "scripts", "tests", "python", "examples", "transports", "kernels",
+                    ".ci"):
             for dirpath, _, filenames in os.walk(os.path.join(self.ctx.root, top)):
                 if os.path.relpath(dirpath, self.ctx.root).startswith("tests/docs"):
                     continue

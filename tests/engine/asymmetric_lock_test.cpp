@@ -1,4 +1,4 @@
-// The engine's run lock (src/common/asymmetric_lock.hpp) is given back by a plain store, and a
+// The engine's run lock (common/asymmetric_lock.hpp) is given back by a plain store, and a
 // thread about to sleep on it plays both halves of the store-load fence. A lost wake-up would
 // leave the sleeper asleep until its bound, which these tests set to 3 s: they time every
 // acquisition and fail on any that took 1.5 s or more, where each holder keeps the lock for

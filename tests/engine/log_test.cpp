@@ -23,6 +23,8 @@ static_assert(subsys_of("transports/ibverbs/ib_port.cpp") == Subsys::ib);
 static_assert(subsys_of("src/engine/bootstrap.cpp") == Subsys::init);
 static_assert(subsys_of("src/engine/executor.cpp") == Subsys::coll);
 static_assert(subsys_of("src/store/tcp_store.cpp") == Subsys::store);
+static_assert(subsys_of("../common/config.cpp") == Subsys::env);
+static_assert(subsys_of("../transports/common/auth.cpp") == Subsys::coll);
 
 // Points KOLO_DEBUG_FILE at a fresh folder for one test, and puts everything back afterwards.
 class LogTest : public ::testing::Test {

@@ -1,4 +1,4 @@
-// The flight recorder's timestamps (src/common/ticks.hpp): ticks turned into steady-clock
+// The flight recorder's timestamps (common/ticks.hpp): ticks turned into steady-clock
 // nanoseconds must agree with the steady clock, in order and in scale.
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 
 #include "bench/perf/options.hpp"
 #include "kolo/error.hpp"
-#include "launcher/options.hpp"
+#include "kolorun/options.hpp"
 
 using namespace kolo;
 

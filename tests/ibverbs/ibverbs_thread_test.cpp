@@ -1,5 +1,5 @@
 // The ibverbs transport with threads as ranks, over whatever RDMA port this host has (Soft-RoCE
-// in scripts/rdma-vm.sh's VM): bytes intact at every size around the slot boundaries and through
+// in scripts/env/rdma-vm.sh's VM): bytes intact at every size around the slot boundaries and through
 // many ring wraps, then orderly close. What every transport must do (matching, mismatches, dead
 // peers, aborts, four ranks at once) is the conformance suite's (tests/transports), which the VM
 // runs for ibverbs too.

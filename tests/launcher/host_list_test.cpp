@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "kolo/error.hpp"
-#include "launcher/host_list.hpp"
-#include "launcher/options.hpp"
+#include "kolorun/host_list.hpp"
+#include "kolorun/options.hpp"
 
 namespace kolo::launcher {
 namespace {

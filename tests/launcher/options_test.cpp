@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "kolo/error.hpp"
-#include "launcher/options.hpp"
+#include "kolorun/options.hpp"
 
 namespace kolo::launcher {
 namespace {

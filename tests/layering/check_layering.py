@@ -1,8 +1,10 @@
 """Proves that the build enforces kolo's layering (meson.build, "Layers"): with each layer's own
 compile flags, a header the layer may use compiles, and one from a layer above it (or from a
-sibling transport) does not. Prints GoogleTest-style summary lines for scripts/test.sh.
+sibling transport) does not. With --root, first checks that no two folders of the source tree
+include each other (check_folders.py), and prints the folder graph. Prints GoogleTest-style
+summary lines for scripts/test.sh.
 
-usage: check_layering.py "CXX [ARGS]" LAYER=FLAGS... -- CASE...
+usage: check_layering.py [--root SOURCE_ROOT] "CXX [ARGS]" LAYER=FLAGS... -- CASE...
   FLAGS: the layer's -I flags joined by '|'
   CASE:  LAYER:allow:HEADER or LAYER:deny:HEADER
 """
@@ -10,6 +12,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import check_folders
 
 
 def compiles(cxx, flags, header):
@@ -24,13 +28,16 @@ def compiles(cxx, flags, header):
 
 def main():
     args = sys.argv[1:]
+    passed, failed = 0, []
+    if args[0] == "--root":
+        passed, failed = check_folders.check(args[1])
+        args = args[2:]
     cxx = args[0]
     sep = args.index("--")
     flags = {}
     for spec in args[1:sep]:
         layer, joined = spec.split("=", 1)
         flags[layer] = [f for f in joined.split("|") if f]
-    passed, failed = 0, []
     for case in args[sep + 1:]:
         layer, verdict, header = case.split(":", 2)
         ok, out = compiles(cxx, flags[layer], header)

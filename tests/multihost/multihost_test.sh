@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$BUILD" ] || BUILD="$ROOT/build"
 NET="$HERE/netns-hosts.sh"
-KOLORUN="$BUILD/src/launcher/kolorun"
+KOLORUN="$BUILD/tools/kolorun/kolorun"
 PERF="$BUILD/bench/perf/kolo-perf"
 TORCH_PY=/usr/bin/python3
 export KOLO_SECRET=multihost-test-secret  # one job secret for ranks started by hand

@@ -1,5 +1,5 @@
 #!/bin/sh
-# PID 1 of the RDMA test VM (scripts/rdma-vm.sh copies it into the image as /sbin/kolo-init).
+# PID 1 of the RDMA test VM (scripts/env/rdma-vm.sh copies it into the image as /sbin/kolo-init).
 # Mounts what a system needs, the repository (9p tag "kolo", read-only) and the results folder
 # (tag "results"), runs tests/rdma/guest-run.sh from the repository, and powers off.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin

@@ -1,15 +1,15 @@
 #!/bin/sh
-# Runs inside the RDMA test VM (see scripts/rdma-vm.sh): brings up Soft-RoCE on a dummy network
+# Runs inside the RDMA test VM (see scripts/env/rdma-vm.sh): brings up Soft-RoCE on a dummy network
 # device, checks it with rdma-core's own tools, then runs kolo over it. Lines starting with
 # "CHECK FAIL" count as failures on the host; GoogleTest output goes to /results/gtest.log.
 B=/kolo/${kolo_build:-build}
-# Non-Debian libraries of the build (the CUDA runtime), copied in by scripts/rdma-vm.sh.
+# Non-Debian libraries of the build (the CUDA runtime), copied in by scripts/env/rdma-vm.sh.
 export LD_LIBRARY_PATH=/results/hostlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 FILTER=${kolo_filter:-default}
 # Default: every collective at 2 ranks, two at 4 ranks, and the fault tests (kill, stop,
 # mismatches, secrets; the kill test runs 4 ranks). Under TCG emulation one round trip costs
 # milliseconds and the 4-rank all-reduce matrix alone takes minutes: widen with
-# scripts/rdma-vm.sh --filter '*_world2:*_world4:Faults.*' when time allows.
+# scripts/env/rdma-vm.sh --filter '*_world2:*_world4:Faults.*' when time allows.
 # The stopped-rank test is left out: its 3 s timeout also bounds connection setup, which TCG
 # emulation on a loaded host can take longer than (it failed so once); the killed-rank test stays.
 [ "$FILTER" = default ] && FILTER='*_world2:*broadcast_world4:*alltoall_world4:Faults.*-Faults.StoppedRank*'
@@ -74,7 +74,7 @@ export TMPDIR=/tmp
 
 echo "== kolo-perf allreduce over ibverbs, 2 ranks, every element checked"
 t=$(now)
-if KOLO_DEBUG=INFO timeout 240 "$B/src/launcher/kolorun" -n 2 "$B/bench/perf/kolo-perf" allreduce -b 8 -e 8M -f 4 -c 1 -n 5 -w 1 \
+if KOLO_DEBUG=INFO timeout 240 "$B/tools/kolorun/kolorun" -n 2 "$B/bench/perf/kolo-perf" allreduce -b 8 -e 8M -f 4 -c 1 -n 5 -w 1 \
     > /tmp/perf.log 2> /tmp/perf.err && grep -q "Out of bounds values : 0 OK" /tmp/perf.log; then
   ok "kolo-perf allreduce -c 1 ($(( $(now) - t )) s)"
 else

@@ -53,7 +53,7 @@ DriveStats drive(transport::Device& dev, const std::vector<Request*>& reqs, std:
                  std::chrono::milliseconds sleep_cap = 50ms);
 
 Tag tag(uint64_t a);
-// A tunable's default from the table in src/common/config.cpp (whatever the environment says).
+// A tunable's default from the table in common/config.cpp (whatever the environment says).
 size_t table_default(const char* name);
 // Sizes around every boundary of the default geometry: empty, cache lines, a page, one slot's
 // payload and one slot (each +-1), the cross-memory-attach threshold +-1, and large ones.

@@ -49,7 +49,7 @@ TEST(Corpus, ReadsFilesAsRawBytes) {
 
 TEST(Corpus, DefaultIsTheKingJamesBible) {
   if (std::system("command -v bible >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "bible-kjv is not installed (scripts/install-deps.sh installs it)";
+    GTEST_SKIP() << "bible-kjv is not installed (scripts/build/install-deps.sh installs it)";
   const std::string text = load_corpus(kKjvCorpus);
   EXPECT_EQ(text.rfind("In the beginning God created the heaven and the earth.\n", 0), 0u) << text.substr(0, 80);
   EXPECT_GT(text.size(), 4'000'000u);

@@ -1,4 +1,4 @@
-// The transport conformance suite: every registered transport (transports/registry.cpp) must
+// The transport conformance suite: every registered transport (KOLO_REGISTER_TRANSPORT) must
 // pass it, with threads as ranks sharing an in-process store: bytes arrive intact at every size,
 // messages match in posting order and a different tag or size is reported with what arrived, a
 // dead peer, an abort notice and an orderly goodbye are each told apart, an abort fails this
@@ -8,7 +8,7 @@
 // transport-specific paths stay in tests/shm and tests/ibverbs: ring wraps, cross-memory attach,
 // sleeping and doorbells, slot boundaries, port selection.) A transport that does not reach a
 // peer on this machine (ibverbs without an RDMA port) is skipped, saying so. A new transport is
-// one folder, one registry line, and this suite passing.
+// one folder (registering itself), its name in kolo_transports (meson.build), and this suite passing.
 // tcp runs it twice: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
 // each pair on its first use), and the lazy mode has its own cases at the end (what it connects,
 // both sides dialling at once, a peer dead before the first connect, an abort heard late).

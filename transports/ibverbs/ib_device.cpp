@@ -164,4 +164,7 @@ std::vector<int> IbDevice::close(std::chrono::steady_clock::time_point deadline)
   return missing;
 }
 
+// Between tcp and shm: chosen for peers on other hosts when both ends have an active port.
+KOLO_REGISTER_TRANSPORT(ibverbs, {"ibverbs", 15, &IbDevice::reaches, &IbDevice::connect});
+
 }  // namespace kolo::ib

@@ -44,3 +44,13 @@ std::unique_ptr<transport::ControlChannel> connect_control_channel(const transpo
 }
 
 }  // namespace kolo::tcp
+
+namespace kolo::transport {
+
+// Transports that need a control channel beside their data path (ibverbs) get TCP's
+// (control_channel.hpp).
+std::unique_ptr<ControlChannel> connect_control_channel(const Bootstrap& b, const std::vector<int>& peers) {
+  return tcp::connect_control_channel(b, peers);
+}
+
+}  // namespace kolo::transport

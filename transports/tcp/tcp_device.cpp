@@ -267,4 +267,7 @@ std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline
   return missing;
 }
 
+// The lowest priority: TCP reaches every peer, and carries what nothing faster reaches.
+KOLO_REGISTER_TRANSPORT(tcp, {"tcp", 10, [](const transport::Bootstrap&, int) { return true; }, &TcpDevice::connect});
+
 }  // namespace kolo::tcp

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# The checks that need the lent GPU machine (see the device tool's README), run from binaries
+# built HERE: that machine is bare (Ubuntu, torch, nvcc, g++, Open MPI; no libibverbs, no
+# libnl, no OpenBLAS, no Debian packages) and device time is short, so nothing is built there but
+# the torch extension, which must match that machine's torch.
+#
+#   scripts/env/device-check.sh prepare [BUILD] [BASE]  # here: fill .devcarry/ (git-ignored) from
+#                                             # BUILD (default build; needs the CUDA build,
+#                                             # kolo-train) and, for the step ab, from BASE: an
+#                                             # older build (libkolo, kolo-perf, kolorun)
+#   scripts/env/device-check.sh run [STEPS]       # there, through the device tool, with carry
+#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab,
+#                                             # algos (default gpu,torch,compare)
+#
+# gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
+#          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
+# torch:   kolo_torch compiled with g++ against the machine's torch (2.11 when last run), then
+#          the torch pytest suites on it (collectives, errors, DDP, split/share, torchrun).
+# compare: scripts/bench/compare.sh, kolo vs Open MPI (vader), all nine collectives, 2 and 4 ranks up
+#          to 16 MiB, 3 repetitions, on that machine's 16 cores (no oversubscription);
+#          CMP_COLLECTIVES narrows the list.
+# ab:      scripts/bench/ab-perf.sh, BASE against BUILD interleaved: broadcast and all-reduce, 8 B to
+#          64 KiB, 2 and 4 ranks (the per-call cost of a change, on idle cores); AB_VARIANTS
+#          adds configurations of BUILD with an environment variable each (a tunable's value).
+# algos:   scripts/bench/ab-perf.sh, this build's automatic choice against each other algorithm by
+#          name (KOLO_ALGO), 8 B to 32 KiB, 3, 4 and 8 ranks on idle cores: the small-message
+#          selection measured where ranks do not outnumber cores (scripts/bench/algo-ab.sh; COLLS
+#          narrows the collectives).
+# Logs land in $OUT (the device tool brings back at most 8 files); the last lines summarize.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+D=$PWD/.devcarry
+
+prepare() {
+  local build=${1:-build}
+  for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
+           bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train libkolo.so.0; do
+    [ -e "$build/$f" ] || { echo "device-check: $build/$f missing (build with -Dcuda=enabled and Open MPI)" >&2; exit 1; }
+  done
+  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo /.devcarry/ >> .git/info/exclude
+  rm -rf "$D" && mkdir -p "$D/lib" "$D/libfallback"
+  # The binaries keep the build's layout: their RUNPATH finds libkolo through $ORIGIN/../..
+  for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
+           bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train; do
+    mkdir -p "$D/build/$(dirname $f)" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
+  done
+  cp -L "$build/libkolo.so.0" "$D/build/libkolo.so.0" && strip "$D/build/libkolo.so.0"
+  if [ -n "${2:-}" ]; then
+    for f in bench/perf/kolo-perf tools/kolorun/kolorun libkolo.so.0; do
+      src=$2/$f
+      # A base from before kolorun moved to tools/ has it in src/launcher/.
+      [ -e "$src" ] || [ "$f" != tools/kolorun/kolorun ] || src=$2/src/launcher/kolorun
+      mkdir -p "$D/base/$(dirname $f)" && cp -L "$src" "$D/base/$f" && strip "$D/base/$f"
+    done
+  fi
+  # Libraries that machine lacks (libkolo: ibverbs, libnl; kolo-train: OpenBLAS and Fortran's
+  # run time, packed: 36 MiB unpacked against the 64 MiB a call may carry).
+  cp -L /lib/x86_64-linux-gnu/{libibverbs.so.1,libnl-3.so.200,libnl-route-3.so.200} "$D/lib/"
+  cp -L /lib/x86_64-linux-gnu/libcrypto.so.3 "$D/libfallback/"
+  tar -C / -chJf "$D/blas.txz" usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
+    lib/x86_64-linux-gnu/libgfortran.so.5 lib/x86_64-linux-gnu/libquadmath.so.0
+  # kolo-train's --data kjv reads the Bible through Debian's `bible` program.
+  tar -C / -czf "$D/bible.tgz" usr/bin/bible usr/lib/bible.data usr/lib/bible.data.conc
+  du -sh "$D"
+}
+
+OUT=${OUT:-/tmp/device-out}
+B=$D/build
+t0=$(date +%s)
+step() { echo; echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+summary=()
+
+setup_env() {
+  export PATH=$PATH:/usr/local/cuda/bin
+  export LD_LIBRARY_PATH=$D/lib:$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  if ldd "$B/bench/perf/kolo-perf" | grep -q 'libcrypto.*not found'; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$D/libfallback; fi
+  mkdir -p /tmp/blas && tar -C /tmp/blas -xJf "$D/blas.txz" &&
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/blas/usr/lib/x86_64-linux-gnu/openblas-pthread:/tmp/blas/lib/x86_64-linux-gnu
+  command -v bible >/dev/null || tar -C / --skip-old-files -xzf "$D/bible.tgz"
+  step probe
+  date -u; nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv,noheader
+  echo "kernel $(uname -r), $(head -1 /etc/os-release), $(nproc) cores"
+  # Whether cycles and instructions can be counted there (perf_event_open needs arch_perfmon).
+  echo "pmu: $(grep -m1 -o arch_perfmon /proc/cpuinfo || echo none), perf: $(command -v perf || echo absent), paranoid $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"
+  ldd "$B/tests/cuda/cuda-test" "$B/bench/perf/kolo-perf" "$B/examples/train/kolo-train" | grep 'not found'
+}
+
+gtest_counts() { grep -hoE '^\[  (PASSED|FAILED|SKIPPED) *\] [0-9]+ test' "$1" | tr '\n' ' '; }
+
+run_gpu() {
+  step cuda-test
+  timeout 120 "$B/tests/cuda/cuda-test" --gtest_brief=1 > "$OUT/cuda-test.log" 2>&1
+  summary+=("cuda-test: rc=$? $(gtest_counts "$OUT/cuda-test.log")")
+  step kernel benchmark
+  timeout 120 "$B/bench/micro/kolo-bench-cuda-kernels" > "$OUT/bench.log" 2>&1
+  summary+=("kernel bench: rc=$? $(grep -E 'SUMMARY dtype=(float32|bfloat16) ' "$OUT/bench.log" | tr '\n' ' ')")
+  for tool in memcheck racecheck; do
+    step compute-sanitizer $tool
+    local extra=(); [ $tool = memcheck ] && extra=(--leak-check full)
+    timeout 110 compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 1 "$B/tests/cuda/cuda-test" \
+      --gtest_brief=1 '--gtest_filter=-*CudaLongReduceTest*' > "$OUT/$tool.log" 2>&1
+    summary+=("$tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tr '\n' ' ')")
+  done
+}
+
+run_torch() {
+  step build kolo_torch against this machine\'s torch
+  eval "$(python3 - <<'PY'
+import sysconfig, torch, torch.utils.cpp_extension as c
+print("TI='%s'" % " ".join("-isystem" + p for p in c.include_paths()))
+print("TL='%s'" % " ".join("-L" + p for p in c.library_paths()))
+print("PYI=%s" % sysconfig.get_paths()["include"])
+print("SUF=%s" % sysconfig.get_config_var("EXT_SUFFIX"))
+print("ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print("TV=%s" % torch.__version__)
+PY
+)"
+  local P=/tmp/py/kolo_torch ok=1 pids=()
+  mkdir -p $P/obj && cp python/kolo_torch/*.py $P/
+  for f in python/kolo_torch/csrc/*.cpp; do
+    g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -DNDEBUG -D_GLIBCXX_USE_CXX11_ABI=$ABI -DTORCH_EXTENSION_NAME=_C \
+      -Ipython/kolo_torch/csrc -Iinclude -Isrc -I"$PYI" $TI -w -c "$f" -o $P/obj/"$(basename "$f" .cpp)".o &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  if [ $ok = 0 ] || ! g++ -shared -o $P/_C"$SUF" $P/obj/*.o -L"$B" -l:libkolo.so.0 $TL -ltorch -ltorch_cpu -lc10 \
+       -ltorch_python -Wl,-rpath,"$B"; then
+    summary+=("torch $TV: kolo_torch build FAILED"); return
+  fi
+  export KOLO_PERF_EXE=$B/bench/perf/kolo-perf KOLO_TRAIN_EXE=$B/examples/train/kolo-train
+  local line="torch $TV:"
+  for t in test_collectives test_errors test_ddp test_split_share test_torchrun; do
+    step "$t"
+    timeout "${T_TIMEOUT:-150}" python3 tests/torch/run_pytest.py /tmp/py tests/torch/$t.py -q > /tmp/$t.log 2>&1
+    line+=" $t rc=$? ($(grep -hoE '^\[  (PASSED|FAILED) *\] [0-9]+ test' /tmp/$t.log | tr '\n' ' '))"
+    tail -n 3 /tmp/$t.log
+  done
+  cat /tmp/test_*.log > "$OUT/torch.log"
+  summary+=("$line")
+}
+
+run_compare() {
+  step compare, 2 and 4 ranks
+  RUN_TIMEOUT=120 timeout "${CMP_TIMEOUT:-240}" scripts/bench/compare.sh --build "$B" --ranks "2 4" --reps 3 --max 16M \
+    --collectives "${CMP_COLLECTIVES:-allreduce,broadcast,reduce,reducescatter,allgather,alltoall,gather,scatter,sendrecv}" \
+    --peers mpi --no-plots --no-limits --out /tmp/cmp > "$OUT/compare.log" 2>&1
+  summary+=("compare: rc=$?")
+  cp /tmp/cmp/report.md /tmp/cmp/compare.csv "$OUT/" 2>/dev/null
+}
+
+run_ab() {
+  step "ab: base (.devcarry/base) against this build, 2 and 4 ranks"
+  [ -d "$D/base" ] || { summary+=("ab: no .devcarry/base (prepare BUILD BASE)"); return; }
+  # Each side's kolo-perf must load its own libkolo: LD_LIBRARY_PATH (which names this build's
+  # folder) goes before RUNPATH, so each configuration passes its own to the ranks.
+  local libs=$D/lib:/usr/local/cuda/lib64
+  # AB_RANKS, AB_COLLS, AB_ARGS (sizes and iterations), AB_REPS and AB_WARM narrow or widen it.
+  # AB_VARIANTS="label=VAR=value ...": more configurations of this build, one per word, each
+  # with one environment variable (a tunable, or an experiment's switch).
+  local cfgs=("base|$D/base|LD_LIBRARY_PATH=$D/base:$libs" "new|$B|LD_LIBRARY_PATH=$B:$libs") v
+  for v in ${AB_VARIANTS:-}; do cfgs+=("${v%%=*}|$B|LD_LIBRARY_PATH=$B:$libs ${v#*=}"); done
+  for n in ${AB_RANKS:-2 4}; do
+    for c in ${AB_COLLS:-broadcast allreduce}; do
+      echo "-- $c, $n ranks"
+      WARM=${AB_WARM:-20} timeout 150 scripts/bench/ab-perf.sh "$n" "${AB_REPS:-7}" "$c ${AB_ARGS:--b 8 -e 64K -f 8 -n 20}" "${cfgs[@]}"
+    done
+  done > "$OUT/ab.log" 2>&1
+  summary+=("ab: rc=$?")
+  cat "$OUT/ab.log"
+}
+
+run_algos() {
+  step "algos: automatic choice against each algorithm by name, 3, 4 and 8 ranks"
+  LIBS="LD_LIBRARY_PATH=$B:$D/lib:/usr/local/cuda/lib64" timeout "${ALGO_TIMEOUT:-200}" \
+    scripts/bench/algo-ab.sh "$B" "3 4 8" 5 > "$OUT/algos.log" 2>&1
+  summary+=("algos: rc=$?")
+  cat "$OUT/algos.log"
+}
+
+case "${1:-}" in
+  prepare) shift; prepare "$@" ;;
+  run)
+    [ -d "$B" ] || { echo "device-check: no $B: run 'scripts/env/device-check.sh prepare' here and carry .devcarry" >&2; exit 1; }
+    mkdir -p "$OUT"
+    exec > >(tee "$OUT/device-check.log") 2>&1
+    setup_env
+    steps=${2:-gpu,torch,compare}
+    [[ ,$steps, == *,gpu,* ]] && run_gpu
+    [[ ,$steps, == *,torch,* ]] && run_torch
+    [[ ,$steps, == *,compare,* ]] && run_compare
+    [[ ,$steps, == *,ab,* ]] && run_ab
+    [[ ,$steps, == *,algos,* ]] && run_algos
+    step summary
+    for s in "${summary[@]}"; do echo "$s"; done ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
+esac
