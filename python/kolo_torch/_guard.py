@@ -31,7 +31,10 @@ def rebuild_command(info):
     if getattr(info, "BUILT_BY", "") == "meson":
         return "meson setup --reconfigure %s -Dtorch_python=%s %s && ninja -C %s" % (
             info.BUILD_DIR, sys.executable, source, info.BUILD_DIR)
-    return "%s -m pip install --no-build-isolation --force-reinstall %s" % (sys.executable, source)
+    command = "%s -m pip install --no-build-isolation --force-reinstall %s" % (sys.executable, source)
+    if sys.prefix == sys.base_prefix:  # not a venv: Debian's own Python refuses pip (PEP 668)
+        command += " (from a venv: python3 -m venv --system-site-packages DIR; README.md, Use from PyTorch)"
+    return command
 
 
 def mismatch(info, torch_version, torch_abi):
@@ -39,7 +42,7 @@ def mismatch(info, torch_version, torch_abi):
     else None."""
     built, found = release(info.TORCH_VERSION), release(torch_version)
     same_release = built is not None and built == found
-    same_abi = bool(info.CXX11_ABI) == bool(torch_abi)
+    same_abi = torch_abi is None or bool(info.CXX11_ABI) == bool(torch_abi)  # None: torch does not say
     if same_release and same_abi:
         return None
     what = []

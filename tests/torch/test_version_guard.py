@@ -61,6 +61,10 @@ def test_other_abi_is_refused():
     assert "torch 2.6.0 (_GLIBCXX_USE_CXX11_ABI=0)" in msg and "torch 2.6.0+cpu (_GLIBCXX_USE_CXX11_ABI=1)" in msg, msg
 
 
+def test_unknown_abi_is_not_compared():
+    assert _guard.mismatch(info("2.6.0", False), "2.6.0", None) is None
+
+
 def test_meson_build_names_meson_command():
     msg = _guard.mismatch(info("2.6.0", True, built_by="meson"), "2.7.0", True)
     assert "meson setup --reconfigure /src/kolo/build -Dtorch_python=%s" % sys.executable in msg, msg
