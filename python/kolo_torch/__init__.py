@@ -9,7 +9,14 @@ import inspect
 import torch  # loads libtorch and the pybind11 types (Store, ProcessGroup, Work) _C converts to
 import torch.distributed as dist
 
-from . import _C
+from . import _build_info
+from . import _guard
+
+# Before _C: under another torch than the one _C was compiled against, one clear ImportError
+# (which torch it needs, the command that rebuilds it) instead of an undefined symbol.
+_guard.check(_build_info, torch)
+
+from . import _C  # noqa: E402
 from . import _libuv
 
 __all__ = ["create_backend"]

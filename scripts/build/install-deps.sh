@@ -8,6 +8,7 @@ pkgs=(g++ meson ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-de
       iperf3 gnuplot-nox bible-kjv bible-kjv-text
       libopenblas-dev python3-torch libssl-dev clang libclang-rt-14-dev
       libtorch-dev pybind11-dev python3-dev python3-pytest
+      python3-venv python3-mesonpy python3-pyproject-metadata python3-build
       qemu-system-x86 mmdebstrap e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -127,6 +127,15 @@ PY
        -ltorch_python -Wl,-rpath,"$B"; then
     summary+=("torch $TV: kolo_torch build FAILED"); return
   fi
+  # What python/kolo_torch/meson.build writes from _build_info.py.in: __init__.py's version guard.
+  cat > $P/_build_info.py <<EOF
+TORCH_VERSION = "$TV"
+CXX11_ABI = $([ "$ABI" = 1 ] && echo True || echo False)
+PYTHON = "$(command -v python3)"
+BUILT_BY = "device-check"
+SOURCE_DIR = "$PWD"
+BUILD_DIR = "$P"
+EOF
   export KOLO_PERF_EXE=$B/bench/perf/kolo-perf KOLO_TRAIN_EXE=$B/examples/train/kolo-train
   local line="torch $TV:"
   for t in test_collectives test_errors test_ddp test_split_share test_torchrun; do
