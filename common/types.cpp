@@ -81,6 +81,8 @@ const char* reduce_name(ReduceKind k) {
   return kReduceNames[index];
 }
 
+std::string device_name(const Device& d) { return d.is_cpu() ? "cpu" : "cuda:" + std::to_string(d.index); }
+
 ReduceKind parse_reduce(const std::string& name) {
   const std::string key = lowercase(name);
   if (key == "premulsum") return ReduceKind::premul_sum;

@@ -18,6 +18,11 @@ struct CommonOptions {
   // waiting right after issuing has its collectives run on its own thread inside wait() (no
   // thread hand-off); set this for operations meant to overlap with computation (DDP buckets).
   bool overlap = false;
+  // For device (CUDA) buffers: the cudaStream_t, cast to void*, the operation is ordered on. It
+  // starts once the work queued on this stream before the call has run, and Work::wait() makes
+  // this stream wait for its result (without blocking the host). nullptr: the legacy default
+  // stream. Ignored for host buffers. A device operation always runs on the engine thread.
+  void* stream = nullptr;
 };
 
 struct BroadcastOptions : CommonOptions { int root = 0; };

@@ -43,13 +43,21 @@ struct ReduceOp {
 const char* reduce_name(ReduceKind k);
 ReduceKind parse_reduce(const std::string& name);
 
-// Where a buffer lives. Only cpu is served by the core; cuda buffers come with GPU support.
+// Where a buffer lives: host memory, or the memory of CUDA device `index` (as cudaSetDevice
+// numbers them). Every buffer an operation uses must live on one device; a CUDA operation is
+// staged through pinned host memory over the host transports (docs/ARCHITECTURE.md, "Device
+// memory").
 struct Device {
   enum class Type : uint8_t { cpu, cuda } type = Type::cpu;
   int index = -1;
   static Device cpu() { return {}; }
   static Device cuda(int i) { return {Type::cuda, i}; }
   bool is_cpu() const { return type == Type::cpu; }
+  bool is_cuda() const { return type == Type::cuda; }
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.type == b.type && (a.type == Type::cpu || a.index == b.index);
+  }
 };
+std::string device_name(const Device& d);  // "cpu", "cuda:0"
 
 }  // namespace kolo

@@ -16,6 +16,7 @@ namespace kolo {
 namespace engine {
 class WorkRunner;       // src/engine/work_access.hpp: how the engine drives a Work
 struct WorkAccess;
+class DeviceCompletion;  // src/engine/device_work.hpp: the GPU side of a device operation
 }  // namespace engine
 
 class Work {
@@ -36,10 +37,25 @@ class Work {
   // bounded by its own Options.timeout and will fail on its own if a peer is stuck.
   // The released-and-succeeded case (every synchronous caller's) is inline: a load and two
   // tests, where a call saved registers on the stack right after the collective's last send.
+  //
+  // An operation on device (CUDA) buffers follows c10d's ProcessGroupNCCL instead: wait() makes
+  // the stream the operation was issued on (Options.stream) wait for its result and returns
+  // without blocking the host (where the GPU cannot wait on a host flag, it blocks until the
+  // host side is done and then makes the stream wait); it throws the error if one is already
+  // known. synchronize() is the host-blocking form.
   void wait(std::chrono::milliseconds timeout = kNoTimeout) {
-    if ((state_.load(std::memory_order_acquire) & kReleased) && !error_) return;
+    if (device_ == nullptr && (state_.load(std::memory_order_acquire) & kReleased) && !error_) return;
     wait_slow(timeout);
   }
+  // Device operations: makes `stream` (a cudaStream_t cast to void*) wait for the result, as
+  // wait() does for the issuing stream (torch passes its current stream). Host operations: wait().
+  void wait_stream(void* stream, std::chrono::milliseconds timeout = kNoTimeout);
+  // Blocks the host until the operation has completed, its copies to device memory included;
+  // throws its error, or TimeoutError when `timeout` (not kNoTimeout) passes first.
+  void synchronize(std::chrono::milliseconds timeout = kNoTimeout);
+  bool on_device() const { return device_ != nullptr; }
+  // Done: failed, or succeeded with its result in place (in device memory too for a device
+  // operation: its copies back have run on the GPU).
   bool is_completed() const;
   bool is_success() const;             // completed and no error
   std::exception_ptr exception() const;  // null while running or on success
@@ -58,6 +74,7 @@ class Work {
   friend struct engine::WorkAccess;
   void finish(std::exception_ptr error);
   void wait_slow(std::chrono::milliseconds timeout);
+  void wait_host(std::chrono::milliseconds timeout);  // until released; rethrows the error
 
   // Fixed for the operation; the engine renews a Work nobody holds any more for the next one
   // (WorkAccess::renew), in place of destroying it and making another.
@@ -80,6 +97,8 @@ class Work {
   std::weak_ptr<engine::WorkRunner> runner_;  // set once, before the operation is queued
   uint64_t ticket_ = 0;
   std::atomic<int> source_rank_{-1};  // written by the engine before finish()
+  // Set once at construction for a device operation (the engine's DeviceWork); null otherwise.
+  engine::DeviceCompletion* device_ = nullptr;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -1,7 +1,9 @@
 #include "kolo/work.hpp"
 
+#include "engine/device_completion.hpp"
 #include "engine/work_access.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <thread>
 
@@ -16,6 +18,33 @@ namespace kolo {
 // compares before it sleeps).
 
 void Work::wait_slow(std::chrono::milliseconds timeout) {
+  if (device_) {
+    device_->stream_wait(*this, device_->issue_stream(), timeout);
+    return;
+  }
+  wait_host(timeout);
+}
+
+void Work::wait_stream(void* stream, std::chrono::milliseconds timeout) {
+  if (device_)
+    device_->stream_wait(*this, stream, timeout);
+  else
+    wait(timeout);
+}
+
+void Work::synchronize(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  wait_host(timeout);
+  if (!device_) return;
+  auto left = kNoTimeout;
+  if (timeout >= std::chrono::milliseconds::zero())
+    left = std::max(std::chrono::milliseconds::zero(),
+                    timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+  device_->synchronize_gpu(left);
+}
+
+void Work::wait_host(std::chrono::milliseconds timeout) {
   if (!(state_.load(std::memory_order_acquire) & kReleased)) {
     if (auto runner = runner_.lock()) runner->run_inline(*this, timeout);
     // Small collectives finish within microseconds: check a few times, yielding the core, before
@@ -60,12 +89,12 @@ void Work::sleep_until_released(std::chrono::milliseconds timeout) {
 void Work::wake_sleepers() { futex_detail::wake(state_, INT_MAX); }
 
 bool Work::is_completed() const {
-  if (state_.load(std::memory_order_acquire) & kDone) return true;
+  if (state_.load(std::memory_order_acquire) & kDone) return device_ == nullptr || error_ || device_->gpu_done();
   if (auto runner = runner_.lock()) runner->nudge(const_cast<Work&>(*this));
   return false;
 }
 
-bool Work::is_success() const { return (state_.load(std::memory_order_acquire) & kDone) && !error_; }
+bool Work::is_success() const { return is_completed() && !error_; }
 
 std::exception_ptr Work::exception() const { return (state_.load(std::memory_order_acquire) & kDone) ? error_ : nullptr; }
 
