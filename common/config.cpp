@@ -24,6 +24,9 @@ const std::vector<Tunable>& tunables() {
       {"KOLO_FR_DIR", "/tmp/kolo-flight-recorder", "Where flight-recorder dumps go: <job>.<group>.rank<r>.json and .txt, <job> being the launch's id (KOLO_JOB_ID, else TORCHELASTIC_RUN_ID, Slurm's or Open MPI's job id, else master-<MASTER_ADDR>-<MASTER_PORT>, else group-<a hash of the group's secret and store prefix>), so that several jobs can share the folder; kolo-trace reads one job's dumps (--job ID picks one)."},
       {"KOLO_TRACE", "", "Write a Chrome trace (chrome://tracing, Perfetto) of every operation of every group to this file when the group ends; %r is the rank, else .rank<r>.json is appended."},
       {"KOLO_DEBUG_FILE", "", "Write log lines to this file instead of stderr, per process: %h host name, %p pid, %r rank (pid<N> before the rank is known), %% a percent sign."},
+      // Device memory
+      {"KOLO_DEVICE_STANDIN", "0", "Tests without a GPU: N > 0 makes kolo stage \"device\" buffers through a host stand-in for a GPU with N devices (kernels/standin: host memory from its alloc_device, streams run by threads) instead of CUDA."},
+      {"KOLO_DEVICE_STAGE_BYTES", "4M", "Device memory: pinned host staging kept per group for reuse (larger operations allocate and free their own)."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
       {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},

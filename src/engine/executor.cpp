@@ -183,6 +183,8 @@ void Executor::run_task(Task& t) {
     error_delivered_ = true;
     fr_->finished(t.fr, false);
     WorkAccess::finish(*t.work, not_run_error(t));
+  } else if (t.gate && !pass_gate(t)) {
+    // Failed, and so has the group: the peers learn it from the abort.
   } else if (t.type != Task::Type::collective) {
     post_point_to_point(t);  // pending now: released when it ends
     return;
@@ -192,6 +194,22 @@ void Executor::run_task(Task& t) {
   const bool collective = t.type == Task::Type::collective;
   release(t);  // `t` may be gone from here on
   if (collective) queue_.collective_finished();
+}
+
+bool Executor::pass_gate(Task& t) {
+  try {
+    t.gate->gate(std::chrono::steady_clock::now() + t.timeout);
+    return true;
+  } catch (const std::exception& e) {
+    const std::string msg = "kolo: " + where(t) + ": " + e.what();
+    group_error_ = std::make_exception_ptr(TimeoutError(msg));
+    group_error_text_ = msg;
+    fr_->finished(t.fr, false);
+    fail_group(msg, group_.rank, ErrorKind::timeout);
+    error_delivered_ = true;
+    WorkAccess::finish(*t.work, group_error_);
+    return false;
+  }
 }
 
 void Executor::run_collective(Task& t) {

@@ -153,6 +153,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // `unshared` as for attempt_direct.
   void run_algorithm(Task& t, Work& work, EngineComm& comm, bool unshared = false);
   void post_point_to_point(Task& t);
+  // A device operation's gate (its inputs out of device memory), within its timeout; false when
+  // it failed: the task is finished with the error and the group failed.
+  bool pass_gate(Task& t);
   void check_pending();  // reads the clock when something is pending
   // Finishes the completed and failed ones, and those whose deadline is before `now`.
   void check_pending(std::chrono::steady_clock::time_point now);

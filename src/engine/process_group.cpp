@@ -15,6 +15,7 @@
 #include "engine/executor.hpp"
 #include "engine/shared_group.hpp"
 #include "engine/spare_works.hpp"
+#include "engine/device_issue.hpp"
 #include "engine/validate.hpp"
 
 namespace kolo {
@@ -86,8 +87,13 @@ struct ProcessGroup::Impl {
   bool shut_down = false;
 
   // `var_counts`: alltoallv's, which args.v points to (the task keeps them); null otherwise.
+  // `gate`: what the operation waits for before it starts (a device operation's inputs).
   WorkPtr issue(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
-                std::shared_ptr<const algo::VarCounts>* var_counts = nullptr);
+                std::shared_ptr<const algo::VarCounts>* var_counts = nullptr, engine::RunGate* gate = nullptr);
+  // An operation whose buffers are device memory: staged through a pinned block (device_issue.hpp).
+  WorkPtr issue_device(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
+                       std::shared_ptr<const algo::VarCounts>* var_counts);
+  engine::GroupDevice device;
 };
 
 // Groups created under one name get distinct store prefixes, in the same order on every rank.
@@ -226,8 +232,25 @@ static void run_nothing(algo::Comm&) {}
 // Not registered: no rank chooses it, and its stamp is never sent.
 static const algo::Algorithm kNothingToMove{.name = "none (count 0)", .wire_id = 255, .serves = {}, .run = run_nothing};
 
+WorkPtr ProcessGroup::Impl::issue_device(const CollArgs& args, const Buffer& send, const Buffer& recv,
+                                         const CommonOptions& opts, std::shared_ptr<const algo::VarCounts>* var_counts) {
+  engine::StagedOperation staged = engine::stage_device_operation(device, args, send, recv, opts, rank, size);
+  if (!staged.work) return issue(staged.args, staged.send, staged.recv, opts, var_counts);  // only host memory used
+  // Always on the engine thread: wait() does not block the host, so no caller would run it.
+  CommonOptions host_opts = opts;
+  host_opts.overlap = true;
+  WorkPtr host = issue(staged.args, staged.send, staged.recv, host_opts, var_counts,
+                       staged.work->needs_gate() ? staged.work.get() : nullptr);
+  engine::WorkAccess::set_seq(*staged.work, host->seq());
+  // The host operation's end delivers the result to device memory; the callback keeps the
+  // DeviceWork (and the gate the engine may still be using) alive until then.
+  host->on_complete([w = staged.work](Work& done) { w->deliver(done.exception()); });
+  return staged.work;
+}
+
 WorkPtr ProcessGroup::Impl::issue(const CollArgs& args, const Buffer& send, const Buffer& recv, const CommonOptions& opts,
-                                  std::shared_ptr<const algo::VarCounts>* var_counts) {
+                                  std::shared_ptr<const algo::VarCounts>* var_counts, engine::RunGate* gate) {
+  if (!send.device.is_cpu() || !recv.device.is_cpu()) return issue_device(args, send, recv, opts, var_counts);
   engine::validate(args, send, recv, rank, size);
   // A receive from any source runs its algorithm like a collective (to completion, in issue
   // order: recv_any.cpp) but is stamped like a point-to-point message.
@@ -285,6 +308,7 @@ WorkPtr ProcessGroup::Impl::issue(const CollArgs& args, const Buffer& send, cons
   }
   t.timeout = opts.timeout.count() > 0 ? opts.timeout : timeout;
   t.overlap = opts.overlap;
+  t.gate = gate;
   if (shared) t.group = shared;
   if (p2p && args.kind == CollKind::recv) engine::WorkAccess::set_source_rank(*op, args.root);
   t.args = args;

@@ -12,6 +12,15 @@
 
 namespace kolo::engine {
 
+// What an operation waits for before it may start, beside its turn: a device operation's
+// inputs copied out of device memory (device_work.hpp). Throws (TimeoutError) past `deadline`.
+struct RunGate {
+  virtual void gate(std::chrono::steady_clock::time_point deadline) = 0;
+
+ protected:
+  ~RunGate() = default;
+};
+
 // An operation as the engine runs it. It lives inside its Work (Operation below), so issuing,
 // queueing and running it moves a pointer, never the task: the queue, the inline batch and the
 // list of posted sends and receives hold Task*.
@@ -26,6 +35,7 @@ struct Task {
   // has ended (Executor::release): a Work the caller dropped stays alive while queued.
   WorkPtr work;
   bool overlap = false;   // Options.overlap: start on the engine thread at once
+  RunGate* gate = nullptr;  // set for every issue (null for host memory); outlives the run
   uint32_t skip_sends = 0;  // sent already by a direct attempt that handed over (run_direct)
   bool deferred = false;  // left for the waiting caller to run (see above)
   uint64_t ticket = 0;    // position in the order of submission (OperationQueue numbers it)

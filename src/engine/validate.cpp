@@ -36,19 +36,22 @@ using algo::CollKind;
 
 // Which of check_buffer's rules `b` breaks, as a message.
 [[noreturn, gnu::cold, gnu::noinline]] void refuse_buffer(const algo::CollArgs& a, const Buffer& b, const void* ptr,
-                                                          size_t need_elems, const char* what) {
+                                                          size_t need_elems, const char* what, Device device) {
   if (b.dtype != a.dtype)
     refuse(a, std::string(what) + " buffer is " + dtype_name(b.dtype) + " but the send buffer is " + dtype_name(a.dtype));
-  if (!b.device.is_cpu()) refuse(a, std::string(what) + " buffer is CUDA memory; this build of kolo serves CPU buffers only");
+  if (!(b.device == device))
+    refuse(a, std::string(what) + " buffer is on " + device_name(b.device) + " but the operation's other buffer is on " +
+                  device_name(device) + ": all buffers of one operation must be on one device (host memory, or one GPU)");
   if (need_elems > 0 && ptr == nullptr)
     refuse(a, std::string(what) + " buffer is null but " + std::to_string(need_elems) + " elements are needed");
   refuse(a, std::string(what) + " buffer holds " + std::to_string(b.count) + " elements but " + std::to_string(need_elems) + " are needed");
 }
 
 [[gnu::always_inline]] inline void check_buffer(const algo::CollArgs& a, const Buffer& b, const void* ptr, size_t need_elems,
-                                                const char* what) {
-  if (b.dtype != a.dtype || !b.device.is_cpu() || (need_elems > 0 && ptr == nullptr) || b.count < need_elems)
-    refuse_buffer(a, b, ptr, need_elems, what);
+                                                const char* what, Device device) {
+  if (b.dtype != a.dtype || b.device.type != device.type || b.device.index != device.index ||
+      (need_elems > 0 && ptr == nullptr) || b.count < need_elems)
+    refuse_buffer(a, b, ptr, need_elems, what, device);
 }
 
 bool overlaps(const void* p, size_t pn, const void* q, size_t qn) {
@@ -59,7 +62,7 @@ bool overlaps(const void* p, size_t pn, const void* q, size_t qn) {
 
 }  // namespace
 
-void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, int rank, int size) {
+void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, int rank, int size, Device device) {
   if (static_cast<int>(a.dtype) >= kNumDataTypes) refuse(a, "unknown dtype " + std::to_string(static_cast<int>(a.dtype)));
   if (static_cast<int>(a.op.kind) >= kNumReduceKinds) refuse(a, "unknown reduce op " + std::to_string(static_cast<int>(a.op.kind)));
   const bool reduces = a.kind == CollKind::allreduce || a.kind == CollKind::reduce || a.kind == CollKind::reduce_scatter;
@@ -75,15 +78,15 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
   switch (a.kind) {
     case CollKind::broadcast:
       checked_bytes(a, n, 1, "buffer");
-      check_buffer(a, send, a.send, n, "broadcast");
+      check_buffer(a, send, a.send, n, "broadcast", device);
       return;
     case CollKind::allreduce:
     case CollKind::reduce: {
       checked_bytes(a, n, 1, "send");
-      check_buffer(a, send, a.send, n, "send");
+      check_buffer(a, send, a.send, n, "send", device);
       bool recv_needed = a.kind == CollKind::allreduce || is_root;
       if (recv_needed) {
-        check_buffer(a, recv, a.recv, n, "receive");
+        check_buffer(a, recv, a.recv, n, "receive", device);
         if (a.send != a.recv && overlaps(a.send, n * es, a.recv, n * es))
           refuse(a, "send and receive buffers overlap without being the same (in-place means equal pointers)");
       }
@@ -92,10 +95,10 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
     case CollKind::allgather:
     case CollKind::gather: {
       size_t total = checked_bytes(a, n, N, "receive");
-      check_buffer(a, send, a.send, n, "send");
+      check_buffer(a, send, a.send, n, "send", device);
       bool recv_needed = a.kind == CollKind::allgather || is_root;
       if (recv_needed) {
-        check_buffer(a, recv, a.recv, n * N, "receive");
+        check_buffer(a, recv, a.recv, n * N, "receive", device);
         const char* own = static_cast<const char*>(a.recv) + static_cast<size_t>(rank) * n * es;
         if (a.send != own && overlaps(a.send, n * es, a.recv, total))
           refuse(a, "send buffer overlaps the receive buffer; in-place means send == recv + rank*count");
@@ -106,8 +109,8 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
     case CollKind::reduce_scatter: {
       size_t total = checked_bytes(a, n, N, "send");
       bool send_needed = a.kind == CollKind::reduce_scatter || is_root;
-      if (send_needed) check_buffer(a, send, a.send, n * N, "send");
-      check_buffer(a, recv, a.recv, n, "receive");
+      if (send_needed) check_buffer(a, send, a.send, n * N, "send", device);
+      check_buffer(a, recv, a.recv, n, "receive", device);
       if (send_needed) {
         const char* own = static_cast<const char*>(a.send) + static_cast<size_t>(rank) * n * es;
         if (a.recv != own && overlaps(a.send, total, a.recv, n * es))
@@ -117,8 +120,8 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
     }
     case CollKind::alltoall: {
       size_t total = checked_bytes(a, n, N, "send");
-      check_buffer(a, send, a.send, n * N, "send");
-      check_buffer(a, recv, a.recv, n * N, "receive");
+      check_buffer(a, send, a.send, n * N, "send", device);
+      check_buffer(a, recv, a.recv, n * N, "receive", device);
       if (a.send != a.recv && overlaps(a.send, total, a.recv, total))
         refuse(a, "send and receive buffers overlap without being the same");
       return;
@@ -141,8 +144,8 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
       }
       checked_bytes(a, send_end, 1, "send");
       checked_bytes(a, recv_end, 1, "receive");
-      check_buffer(a, send, a.send, send_end, "send");
-      check_buffer(a, recv, a.recv, recv_end, "receive");
+      check_buffer(a, send, a.send, send_end, "send", device);
+      check_buffer(a, recv, a.recv, recv_end, "receive", device);
       if (overlaps(a.send, send_end * es, a.recv, recv_end * es))
         refuse(a, "send and receive buffers overlap (alltoallv has no in-place form)");
       return;
@@ -156,7 +159,7 @@ void validate(const algo::CollArgs& a, const Buffer& send, const Buffer& recv, i
       } else if (a.root < 0 || a.root >= size || a.root == rank)
         refuse(a, "peer " + std::to_string(a.root) + " is not another rank of this group of " + std::to_string(size));
       checked_bytes(a, n, 1, "buffer");
-      check_buffer(a, a.kind == CollKind::send ? send : recv, a.kind == CollKind::send ? a.send : a.recv, n, "message");
+      check_buffer(a, a.kind == CollKind::send ? send : recv, a.kind == CollKind::send ? a.send : a.recv, n, "message", device);
       return;
     }
   }

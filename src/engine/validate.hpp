@@ -8,6 +8,8 @@ namespace kolo::engine {
 
 // Checks `args` (already filled from the user's buffers) for a group of `size` with this `rank`.
 // `send_buf` and `recv_buf` are the user's views, for dtype/device/length checks.
-void validate(const algo::CollArgs& args, const Buffer& send_buf, const Buffer& recv_buf, int rank, int size);
+// `device`: where every buffer the operation uses must live (the first one's device).
+void validate(const algo::CollArgs& args, const Buffer& send_buf, const Buffer& recv_buf, int rank, int size,
+              Device device = Device::cpu());
 
 }  // namespace kolo::engine

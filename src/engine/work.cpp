@@ -18,18 +18,19 @@ namespace kolo {
 // compares before it sleeps).
 
 void Work::wait_slow(std::chrono::milliseconds timeout) {
-  if (device_) {
-    device_->stream_wait(*this, device_->issue_stream(), timeout);
-    return;
-  }
-  wait_host(timeout);
+  if (device_)
+    wait_stream(device_->issue_stream(), timeout);
+  else
+    wait_host(timeout);
 }
 
 void Work::wait_stream(void* stream, std::chrono::milliseconds timeout) {
-  if (device_)
-    device_->stream_wait(*this, stream, timeout);
-  else
-    wait(timeout);
+  if (!device_) return wait(timeout);
+  if (auto error = exception()) std::rethrow_exception(error);
+  if (device_->queue_flag_wait(stream)) return;
+  // No flag waits on this GPU: the host waits for the host side, then the stream for the copies.
+  wait_host(timeout);
+  device_->queue_event_wait(stream);
 }
 
 void Work::synchronize(std::chrono::milliseconds timeout) {

@@ -27,6 +27,14 @@ class WorkRunner {
 struct WorkAccess {
   // `op_name` must outlive the Work (a string literal or a static name).
   static WorkPtr make(const char* op_name, uint64_t seq) { return std::make_shared<Work>(Work::Token{}, op_name, seq); }
+  // A Work of a type derived from it, made with `args` after the Work's own (DeviceWork).
+  template <class Op, class... Args>
+  static std::shared_ptr<Op> make_derived(const char* op_name, uint64_t seq, Args&&... args) {
+    return std::make_shared<Op>(Work::Token{}, op_name, seq, std::forward<Args>(args)...);
+  }
+  static void set_seq(Work& w, uint64_t seq) { w.seq_ = seq; }  // before anyone else sees it
+  // Set once, by a device operation's Work as it is made.
+  static void set_device(Work& w, DeviceCompletion* device) { w.device_ = device; }
   // A Work with room for its task (engine::Operation, executor.hpp), from `pool` (one consumer
   // at a time: the group's issue lock).
   template <class Op>

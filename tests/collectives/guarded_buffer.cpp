@@ -2,12 +2,17 @@
 
 #include <cstring>
 
+#include "test_memory.hpp"
+
 namespace kolo::coltest {
 
 GuardedBuffer::GuardedBuffer(DataType t, size_t count)
-    : dtype_(t), count_(count), bytes_(count * dtype_size(t) + 2 * kGuardElements * dtype_size(t), kGuardByte) {
+    : dtype_(t), count_(count), bytes_(static_cast<unsigned char*>(test_alloc(count * dtype_size(t) + 2 * guard_bytes()))) {
+  std::memset(bytes_, kGuardByte, count * dtype_size(t) + 2 * guard_bytes());
   std::memset(data(), kPoisonByte, count * dtype_size(t));
 }
+
+GuardedBuffer::~GuardedBuffer() { test_free(bytes_); }
 
 bool GuardedBuffer::guards_intact() const {
   const size_t g = guard_bytes();

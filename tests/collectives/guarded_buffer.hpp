@@ -14,9 +14,13 @@ class GuardedBuffer {
   static constexpr unsigned char kGuardByte = 0x5A;
   static constexpr unsigned char kPoisonByte = 0xA5;  // fills the body until inputs are written
 
+  // In the test's memory (test_memory.hpp): host, or device memory the host can read.
   GuardedBuffer(DataType t, size_t count);
-  void* data() { return bytes_.data() + guard_bytes(); }
-  const void* data() const { return bytes_.data() + guard_bytes(); }
+  ~GuardedBuffer();
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+  void* data() { return bytes_ + guard_bytes(); }
+  const void* data() const { return bytes_ + guard_bytes(); }
   void* element(size_t i) { return static_cast<char*>(data()) + i * dtype_size(dtype_); }
   size_t count() const { return count_; }
   DataType dtype() const { return dtype_; }
@@ -27,7 +31,7 @@ class GuardedBuffer {
   size_t guard_bytes() const { return kGuardElements * dtype_size(dtype_); }
   DataType dtype_;
   size_t count_;
-  std::vector<unsigned char> bytes_;
+  unsigned char* bytes_;
 };
 
 // A copy of some bytes, to compare with later.

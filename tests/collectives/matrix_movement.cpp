@@ -5,6 +5,7 @@
 #include "guarded_buffer.hpp"
 #include "matrix_run.hpp"
 #include "reference.hpp"
+#include "test_memory.hpp"
 
 namespace kolo::coltest {
 namespace {
@@ -22,7 +23,7 @@ void run_broadcast(ProcessGroup& group, const MatrixCase& c, uint32_t salt, Chec
   BroadcastOptions o;
   o.algorithm = c.algorithm;
   o.root = c.root;
-  group.broadcast(Buffer(buf.data(), c.count, t), o)->wait();
+  group.broadcast(TestBuffer(buf.data(), c.count, t), o)->synchronize();
   log.expect_elements("buffer", t, buf.data(), c.count, [&](size_t i) { return data_value(t, c.root, i, salt); });
   log.expect(buf.guards_intact(), "guard zone overwritten");
 }
@@ -48,17 +49,17 @@ void run_gather_like(ProcessGroup& group, const MatrixCase& c, uint32_t salt, Ch
   }
   fill(send_ptr, t, n, rank, 0, salt);
   Snapshot input(send_ptr, c.in_place ? 0 : n * dtype_size(t));
-  const Buffer send(send_ptr, n, t);
-  const Buffer recv_buffer = recv ? Buffer(recv->data(), total, t) : Buffer(nullptr, 0, t);
+  const Buffer send = TestBuffer(send_ptr, n, t);
+  const Buffer recv_buffer = recv ? TestBuffer(recv->data(), total, t) : TestBuffer(nullptr, 0, t);
   if (c.coll == Coll::allgather) {
     AllgatherOptions o;
     o.algorithm = c.algorithm;
-    group.allgather(send, recv_buffer, o)->wait();
+    group.allgather(send, recv_buffer, o)->synchronize();
   } else {
     GatherOptions o;
     o.algorithm = c.algorithm;
     o.root = c.root;
-    group.gather(send, recv_buffer, o)->wait();
+    group.gather(send, recv_buffer, o)->synchronize();
   }
   if (receives) {
     log.expect_elements("recv", t, recv->data(), total, [&](size_t i) {
@@ -92,8 +93,8 @@ void run_scatter(ProcessGroup& group, const MatrixCase& c, uint32_t salt, CheckL
   ScatterOptions o;
   o.algorithm = c.algorithm;
   o.root = c.root;
-  const Buffer send_buffer = send ? Buffer(send->data(), total, t) : Buffer(nullptr, 0, t);
-  group.scatter(send_buffer, Buffer(recv_ptr, n, t), o)->wait();
+  const Buffer send_buffer = send ? TestBuffer(send->data(), total, t) : TestBuffer(nullptr, 0, t);
+  group.scatter(send_buffer, TestBuffer(recv_ptr, n, t), o)->synchronize();
   log.expect_elements("recv", t, recv_ptr, n,
                       [&](size_t i) { return data_value(t, c.root, static_cast<size_t>(rank) * n + i, salt); });
   log.expect((!send || send->guards_intact()) && (!own_recv || own_recv->guards_intact()), "guard zone overwritten");
@@ -114,7 +115,7 @@ void run_alltoall(ProcessGroup& group, const MatrixCase& c, uint32_t salt, Check
   Snapshot input(send.data(), c.in_place ? 0 : total * dtype_size(t));
   AllToAllOptions o;
   o.algorithm = c.algorithm;
-  group.alltoall(Buffer(send.data(), total, t), Buffer(recv_ptr, total, t), o)->wait();
+  group.alltoall(TestBuffer(send.data(), total, t), TestBuffer(recv_ptr, total, t), o)->synchronize();
   log.expect_elements("recv", t, recv_ptr, total, [&](size_t i) {
     return data_value(t, static_cast<int>(i / n), static_cast<size_t>(rank) * n + i % n, salt);
   });

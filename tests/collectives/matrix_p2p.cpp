@@ -10,6 +10,7 @@
 #include "guarded_buffer.hpp"
 #include "matrix_run.hpp"
 #include "reference.hpp"
+#include "test_memory.hpp"
 
 namespace kolo::coltest {
 namespace {
@@ -54,9 +55,9 @@ void run_alltoallv_case(ProcessGroup& group, const MatrixCase& c, uint32_t salt,
   Snapshot input(send.data(), send_span * dtype_size(t));
   AllToAllOptions o;
   o.algorithm = c.algorithm;
-  group.alltoallv(Buffer(send.data(), send_span, t), send_counts, send_displs, Buffer(recv.data(), recv_span, t),
+  group.alltoallv(TestBuffer(send.data(), send_span, t), send_counts, send_displs, TestBuffer(recv.data(), recv_span, t),
                   recv_counts, recv_displs, o)
-      ->wait();
+      ->synchronize();
   for (int j = 0; j < world; ++j) {
     log.expect_elements(("block from rank " + std::to_string(j)).c_str(), t, recv.element(recv_displs[j]),
                         recv_counts[j], [&](size_t k) { return data_value(t, j, v_index(rank, k), salt); });
@@ -95,14 +96,14 @@ void run_sendrecv_case(ProcessGroup& group, const MatrixCase& c, uint32_t salt, 
     ro.tag = static_cast<uint32_t>(k);
     WorkPtr first, second;
     if (leads_cycle) {
-      first = group.send(Buffer(send.data(), c.count, t), to, so);
-      second = group.recv(Buffer(recv.data(), c.count, t), from, ro);
+      first = group.send(TestBuffer(send.data(), c.count, t), to, so);
+      second = group.recv(TestBuffer(recv.data(), c.count, t), from, ro);
     } else {
-      first = group.recv(Buffer(recv.data(), c.count, t), from, ro);
-      second = group.send(Buffer(send.data(), c.count, t), to, so);
+      first = group.recv(TestBuffer(recv.data(), c.count, t), from, ro);
+      second = group.send(TestBuffer(send.data(), c.count, t), to, so);
     }
-    first->wait();
-    second->wait();
+    first->synchronize();
+    second->synchronize();
     log.expect_elements(("recv from rank " + std::to_string(from)).c_str(), t, recv.data(), c.count,
                         [&](size_t i) { return data_value(t, from, i + static_cast<size_t>(k) * 7, salt); });
     log.expect(send.guards_intact() && recv.guards_intact(), "guard zone overwritten");
@@ -131,7 +132,7 @@ void run_barrier_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log) {
     int64_t arrival = monotonic_ns();
     BarrierOptions o;
     o.algorithm = c.algorithm;
-    group.barrier(o)->wait();
+    group.barrier(o)->synchronize();
     const int64_t departure = monotonic_ns();
     std::vector<int64_t> arrivals(static_cast<size_t>(world));
     group.allgather(Buffer(&arrival, 1), Buffer(arrivals.data(), arrivals.size()))->wait();

@@ -4,6 +4,7 @@
 #include "guarded_buffer.hpp"
 #include "matrix_run.hpp"
 #include "reference.hpp"
+#include "test_memory.hpp"
 
 namespace kolo::coltest {
 namespace {
@@ -40,7 +41,7 @@ void run_reduction_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log)
     void* recv_ptr = c.in_place ? send.element(static_cast<size_t>(rank) * n) : separate_recv->data();
     Snapshot input(send.data(), c.in_place ? 0 : n * N * dtype_size(t));
     auto o = options_for<ReduceScatterOptions>(c, op);
-    group.reduce_scatter(Buffer(send.data(), n * N, t), Buffer(recv_ptr, n, t), o)->wait();
+    group.reduce_scatter(TestBuffer(send.data(), n * N, t), TestBuffer(recv_ptr, n, t), o)->synchronize();
     log.expect_elements("recv", t, recv_ptr, n,
                         [&](size_t i) { return ref.expected(static_cast<size_t>(rank) * n + i); });
     log.expect(send.guards_intact() && (!separate_recv || separate_recv->guards_intact()), "guard zone overwritten");
@@ -54,15 +55,15 @@ void run_reduction_case(ProcessGroup& group, const MatrixCase& c, CheckLog& log)
   const bool receives = c.coll == Coll::allreduce || rank == c.root;
   std::optional<GuardedBuffer> separate_recv;
   if (!c.in_place && receives) separate_recv.emplace(t, n);
-  Buffer recv = c.in_place ? Buffer(send.data(), n, t)
-                           : (separate_recv ? Buffer(separate_recv->data(), n, t) : Buffer(nullptr, 0, t));
+  Buffer recv = c.in_place ? TestBuffer(send.data(), n, t)
+                           : (separate_recv ? TestBuffer(separate_recv->data(), n, t) : TestBuffer(nullptr, 0, t));
   Snapshot input(send.data(), c.in_place ? 0 : n * dtype_size(t));
   if (c.coll == Coll::allreduce) {
-    group.allreduce(Buffer(send.data(), n, t), recv, options_for<AllreduceOptions>(c, op))->wait();
+    group.allreduce(TestBuffer(send.data(), n, t), recv, options_for<AllreduceOptions>(c, op))->synchronize();
   } else {
     auto o = options_for<ReduceOptions>(c, op);
     o.root = c.root;
-    group.reduce(Buffer(send.data(), n, t), recv, o)->wait();
+    group.reduce(TestBuffer(send.data(), n, t), recv, o)->synchronize();
   }
   if (receives)
     log.expect_elements("recv", t, recv.ptr, n, [&](size_t i) { return ref.expected(i); });

@@ -14,6 +14,9 @@
 //    on and off.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "driver_support.hpp"
 
 namespace kolo::coltest {
@@ -33,6 +36,17 @@ TEST(Api, BadArgumentsAreRefusedBeforeAnyByteMoves) {
 
 TEST(Api, WorkHandleWaitTimeoutCompletionAndCallbacks) {
   expect_all_ok(run_world(worker_launch("work-api", 2, std::chrono::seconds(60))));
+}
+
+// Device memory's stream semantics, refusals and failures (scenario_device.cpp): on the host
+// stand-in for a GPU, or on a real one with KOLO_TEST_REAL_GPU=1 (scripts/env/device-check.sh).
+TEST(Api, DeviceMemoryStreamOrderWaitAndFailures) {
+  LaunchSpec spec = worker_launch("device", 2, std::chrono::seconds(90));
+  spec.env["KOLO_TEST_DEVICE_MEMORY"] = "1";
+  const char* real = std::getenv("KOLO_TEST_REAL_GPU");
+  if (!(real && std::string(real) == "1")) spec.env["KOLO_DEVICE_STANDIN"] = "1";
+  spec.rank_env = [](int rank) { return Env{{"LOCAL_RANK", std::to_string(rank)}}; };
+  expect_all_ok(run_world(spec));
 }
 
 TEST(Api, CollectivesRunByTheCallerOrTheEngineThreadAgree) {

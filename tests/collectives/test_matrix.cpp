@@ -6,6 +6,8 @@
 // reference formula, checks guard zones and untouched inputs, and exits 0 only if all matched.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <string>
 #include <tuple>
 
@@ -31,6 +33,30 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Coll, int>>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCollectives, CollectiveMatrix,
+                         ::testing::Combine(::testing::ValuesIn(all_colls()), ::testing::Range(1, 9)), case_name);
+
+// The same matrix on device memory: every buffer is "CUDA" memory, staged through pinned host
+// memory (src/engine/device_issue.cpp), issued on the default stream and synchronized before
+// the checks. Without a GPU it runs on the host stand-in (KOLO_DEVICE_STANDIN: streams are
+// threads, so copies and the engine's gate run asynchronously as on a GPU); with
+// KOLO_TEST_REAL_GPU=1 (scripts/env/device-check.sh) on CUDA managed memory of the real GPU,
+// every rank on device LOCAL_RANK % devices.
+class DeviceMatrix : public CollectiveMatrix {};
+
+TEST_P(DeviceMatrix, EveryOutputElementMatchesTheReference) {
+  const auto [coll, world] = GetParam();
+  LaunchSpec spec = worker_launch("matrix", world, std::chrono::seconds(240));
+  spec.args.push_back(coll_name(coll));
+  spec.env["KOLO_TEST_DEVICE_MEMORY"] = "1";
+  const char* real = std::getenv("KOLO_TEST_REAL_GPU");
+  if (!(real && std::string(real) == "1")) spec.env["KOLO_DEVICE_STANDIN"] = "1";
+  spec.rank_env = [](int rank) { return Env{{"LOCAL_RANK", std::to_string(rank)}}; };
+  const WorldOutcome outcome = run_world(spec);
+  EXPECT_TRUE(outcome.all_succeeded()) << outcome.describe();
+  for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCollectives, DeviceMatrix,
                          ::testing::Combine(::testing::ValuesIn(all_colls()), ::testing::Range(1, 9)), case_name);
 
 }  // namespace

@@ -35,6 +35,7 @@ void scenario_mismatch_count(WorkerContext& ctx);
 void scenario_join(WorkerContext& ctx);              // joins, one barrier, leaves
 void scenario_bad_arguments(WorkerContext& ctx);
 void scenario_work_api(WorkerContext& ctx);
+void scenario_device(WorkerContext& ctx);           // KOLO_TEST_DEVICE_MEMORY=1: stream semantics, refusals, failures
 void scenario_who_runs(WorkerContext& ctx);
 void scenario_direct(WorkerContext& ctx);           // small collectives run by their issuer (KOLO_DIRECT)
 void scenario_direct_order(WorkerContext& ctx);     // a send never passes queued sends (2 ranks)

@@ -42,6 +42,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"join", scenario_join},
       {"bad-arguments", scenario_bad_arguments},
       {"work-api", scenario_work_api},
+      {"device", scenario_device},
       {"who-runs", scenario_who_runs},
       {"direct", scenario_direct},
       {"direct-order", scenario_direct_order},

@@ -1,0 +1,209 @@
+#include "engine/device_issue.hpp"
+
+#include <algorithm>
+
+#include "common/config.hpp"
+#include "engine/validate.hpp"
+#include "engine/work_access.hpp"
+#include "kolo/error.hpp"
+
+namespace kolo::engine {
+
+namespace {
+
+using algo::CollKind;
+
+[[noreturn]] void refuse(const algo::CollArgs& a, const std::string& why) {
+  throw InvalidArgument(std::string("kolo: ") + algo::coll_name(a.kind) + " refused: " + why);
+}
+
+// What the operation reads from and writes to, in elements of each buffer (the counts
+// validate() checks), and which of them are read (copied in) and written (copied back).
+struct Uses {
+  size_t send_elems = 0, recv_elems = 0;
+  bool send_read = false, send_written = false, recv_written = false;
+};
+
+Uses uses_of(const algo::CollArgs& a, int rank, int size) {
+  const size_t n = a.count, N = static_cast<size_t>(size);
+  const bool root = a.root == rank;
+  Uses u;
+  switch (a.kind) {
+    case CollKind::broadcast:  // one buffer: the root's is read, the others' written
+      u.send_elems = n;
+      u.send_read = root;
+      u.send_written = !root;
+      break;
+    case CollKind::allreduce:
+      u.send_elems = u.recv_elems = n;
+      break;
+    case CollKind::reduce:
+      u.send_elems = n;
+      u.recv_elems = root ? n : 0;
+      break;
+    case CollKind::allgather:
+      u.send_elems = n;
+      u.recv_elems = n * N;
+      break;
+    case CollKind::gather:
+      u.send_elems = n;
+      u.recv_elems = root ? n * N : 0;
+      break;
+    case CollKind::scatter:
+      u.send_elems = root ? n * N : 0;
+      u.recv_elems = n;
+      break;
+    case CollKind::reduce_scatter:
+      u.send_elems = n * N;
+      u.recv_elems = n;
+      break;
+    case CollKind::alltoall:
+      u.send_elems = u.recv_elems = n * N;
+      break;
+    case CollKind::alltoallv: {
+      for (size_t i = 0; i < N; ++i) {
+        if (a.v->send_counts[i]) u.send_elems = std::max(u.send_elems, a.v->send_displs[i] + a.v->send_counts[i]);
+        if (a.v->recv_counts[i]) u.recv_elems = std::max(u.recv_elems, a.v->recv_displs[i] + a.v->recv_counts[i]);
+      }
+      break;
+    }
+    case CollKind::send:
+      u.send_elems = n;
+      break;
+    case CollKind::recv:
+      u.recv_elems = n;
+      break;
+    case CollKind::barrier:
+      break;
+  }
+  if (a.kind != CollKind::broadcast) {
+    u.send_read = u.send_elems > 0;
+    u.recv_written = u.recv_elems > 0;
+  }
+  return u;
+}
+
+void check_pointer(kernels::DeviceRuntime& rt, const algo::CollArgs& a, const void* p, size_t elems, Device d,
+                   const char* what) {
+  if (elems == 0) return;
+  const int on = rt.device_of(p);
+  if (on != d.index)
+    refuse(a, std::string(what) + " buffer is marked " + device_name(d) + " but its memory is " +
+                  (on < 0 ? std::string("not device memory (host memory?)") : "on cuda:" + std::to_string(on)));
+}
+
+// Makes `device` current on this thread for the copies queued here, and restores the caller's.
+struct DeviceGuard {
+  kernels::DeviceRuntime& rt;
+  int previous;
+  DeviceGuard(kernels::DeviceRuntime& r, int device) : rt(r), previous(r.current_device()) {
+    if (previous != device) rt.set_device(device);
+  }
+  ~DeviceGuard() {
+    try {
+      if (rt.current_device() != previous) rt.set_device(previous);
+    } catch (...) {
+    }
+  }
+};
+
+bool overlap(const char* p, size_t pn, const char* q, size_t qn) { return pn && qn && p < q + qn && q < p + pn; }
+
+}  // namespace
+
+StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs& args, const Buffer& send,
+                                       const Buffer& recv, const CommonOptions& opts, int rank, int size) {
+  const Uses u = uses_of(args, rank, size);
+  // The operation's device: the buffer it uses first. A host buffer there makes it a host
+  // operation, and validate() refuses a device buffer it would also use.
+  const Device device = args.kind == CollKind::recv ? recv.device
+                        : u.send_elems > 0         ? send.device
+                        : u.recv_elems > 0         ? recv.device
+                        : send.device.is_cuda()    ? send.device
+                                                   : recv.device;
+  validate(args, send, recv, rank, size, device);
+  StagedOperation staged;
+  if (device.is_cpu()) {  // validated: the device buffer is one this rank does not use
+    staged.args = args;
+    staged.send = send;
+    staged.recv = recv;
+    staged.send.device = staged.recv.device = Device::cpu();
+    return staged;
+  }
+
+  kernels::DeviceRuntime* rt = kernels::device_runtime();
+  if (rt == nullptr)
+    refuse(args, "its buffers are CUDA memory (" + device_name(device) +
+                     ") but this build of kolo has no CUDA support (configured without the CUDA toolkit)");
+  if (device.index < 0 || device.index >= rt->device_count()) {
+    const std::string why = rt->unavailable_reason();
+    refuse(args, "its buffers are on " + device_name(device) + " but " +
+                     (rt->device_count() == 0 ? "no CUDA device is usable" + (why.empty() ? "" : " (" + why + ")")
+                                              : "this process sees " + std::to_string(rt->device_count()) + " CUDA devices"));
+  }
+  const size_t es = args.elem_size();
+  check_pointer(*rt, args, args.send, u.send_elems, device, args.kind == CollKind::broadcast ? "the" : "send");
+  check_pointer(*rt, args, args.recv, u.recv_elems, device, "receive");
+
+  std::shared_ptr<DeviceStaging> staging;
+  {
+    std::lock_guard<std::mutex> lk(group.mu);
+    if (!group.staging)
+      group.staging = std::make_shared<DeviceStaging>(*rt, device.index,
+                                                      static_cast<size_t>(config::get_int("KOLO_DEVICE_STAGE_BYTES")));
+    else if (group.staging->device != device.index)
+      refuse(args, "its buffers are on " + device_name(device) + " but this group runs on cuda:" +
+                       std::to_string(group.staging->device) + " (its first device operation's device)");
+    staging = group.staging;
+  }
+
+  DeviceGuard current(*rt, device.index);
+  auto work = WorkAccess::make_derived<DeviceWork>(algo::coll_name(args.kind), 0, staging, opts.stream);
+  // The device ranges read and written; one pinned region covering both when they overlap (the
+  // in-place forms), so that the host operation sees the same aliasing.
+  char* in_dev = static_cast<char*>(const_cast<void*>(args.send));
+  const size_t in_bytes = u.send_read ? u.send_elems * es : 0;
+  char* out_dev = static_cast<char*>(args.kind == CollKind::broadcast ? const_cast<void*>(args.send) : args.recv);
+  const size_t out_bytes = (u.send_written ? u.send_elems : u.recv_written ? u.recv_elems : 0) * es;
+  // The host operation's pointers: what lies in a staged range moves into the block; the rest
+  // (buffers the operation does not use here) stays as it was and is never touched.
+  char* in_host = nullptr;
+  char* out_host = nullptr;
+  if (overlap(in_dev, in_bytes, out_dev, out_bytes)) {
+    char* lo = std::min(in_dev, out_dev);
+    char* hi = std::max(in_dev + in_bytes, out_dev + out_bytes);
+    char* block = work->take_block(static_cast<size_t>(hi - lo));
+    in_host = block + (in_dev - lo);
+    out_host = block + (out_dev - lo);
+  } else if (in_bytes + out_bytes > 0) {
+    const size_t in_room = (in_bytes + 255) / 256 * 256;
+    char* block = work->take_block(in_room + out_bytes);
+    in_host = block;
+    out_host = block + in_room;
+  }
+  auto to_host = [&](const void* p, size_t bytes_used) -> void* {
+    char* c = static_cast<char*>(const_cast<void*>(p));
+    if (in_bytes && c >= in_dev && c + bytes_used <= in_dev + in_bytes) return in_host + (c - in_dev);
+    if (out_bytes && c >= out_dev && c + bytes_used <= out_dev + out_bytes) return out_host + (c - out_dev);
+    return c;
+  };
+  work->in[0] = {in_dev, in_host, in_bytes};
+  work->out = {out_dev, out_host, out_bytes};
+  // alltoallv's receive buffer has gaps between the blocks it writes: copying the whole range
+  // back must return what the gaps held, so it is copied in too.
+  if (args.kind == CollKind::alltoallv) work->in[1] = {out_dev, out_host, out_bytes};
+
+  staged.args = args;
+  staged.args.send = to_host(args.send, u.send_elems * es);
+  staged.args.recv = args.kind == CollKind::broadcast ? const_cast<void*>(staged.args.send) : to_host(args.recv, u.recv_elems * es);
+  staged.send = Buffer(const_cast<void*>(staged.args.send), u.send_elems, send.dtype);
+  staged.recv = Buffer(staged.args.recv, u.recv_elems, recv.dtype);
+  // A buffer this rank does not use keeps the type of the one it uses (validate compares them).
+  if (u.send_elems == 0) staged.send.dtype = args.dtype;
+  if (u.recv_elems == 0) staged.recv.dtype = args.dtype;
+  work->queue_inputs();
+  staged.work = std::move(work);
+  return staged;
+}
+
+}  // namespace kolo::engine

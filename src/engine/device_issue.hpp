@@ -1,0 +1,35 @@
+// Issuing an operation on device memory (docs/ARCHITECTURE.md, "Device memory"): the checks
+// that are particular to device buffers, the group's staging resources, and the translation of
+// the operation into a host operation on a pinned block (device_work.hpp runs the rest).
+#pragma once
+#include <memory>
+#include <mutex>
+
+#include "algorithms/collective.hpp"
+#include "engine/device_work.hpp"
+#include "kolo/buffer.hpp"
+#include "kolo/options.hpp"
+
+namespace kolo::engine {
+
+// A group's device state: made at its first device operation, on that operation's device.
+struct GroupDevice {
+  std::mutex mu;
+  std::shared_ptr<DeviceStaging> staging;
+};
+
+// A device operation ready to be issued as a host operation: its Work (what the caller gets),
+// and the host operation's arguments and buffers, which point into the Work's pinned block.
+struct StagedOperation {
+  std::shared_ptr<DeviceWork> work;  // null: the operation uses no device memory after all
+  algo::CollArgs args;
+  Buffer send, recv;
+};
+
+// Refuses what device memory cannot do (no CUDA, no such device, a pointer that is not on the
+// buffer's device, another device than the group's) before anything moves, then copies the
+// inputs out of device memory on opts.stream. Throws InvalidArgument.
+StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs& args, const Buffer& send,
+                                       const Buffer& recv, const CommonOptions& opts, int rank, int size);
+
+}  // namespace kolo::engine

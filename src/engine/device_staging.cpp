@@ -1,0 +1,112 @@
+#include "engine/device_staging.hpp"
+
+#include <algorithm>
+
+namespace kolo::engine {
+
+DeviceStaging::DeviceStaging(kernels::DeviceRuntime& r, int d, size_t keep_bytes)
+    : rt(r), device(d), copy_stream((r.set_device(d), r.create_stream())), keep_bytes_(keep_bytes) {}
+
+DeviceStaging::~DeviceStaging() {
+  try {
+    rt.set_device(device);
+    rt.synchronize(copy_stream);
+    std::lock_guard<std::mutex> lk(mu_);
+    reclaim_locked();
+    for (Block& b : free_blocks_) rt.free_host(b.host);
+    for (void* e : free_events_) rt.destroy_event(e);
+    // Blocks still retired are in a user's stream that has not reached them: left allocated.
+    for (uint32_t* page : flag_pages_) rt.free_host(page);
+    rt.destroy_stream(copy_stream);
+  } catch (...) {
+    // A broken CUDA context at exit: nothing more to free.
+  }
+}
+
+void DeviceStaging::reclaim_locked() {
+  auto done = [&](const Retired& r) {
+    for (void* e : r.events)
+      if (e && !rt.done(e)) return false;
+    return true;
+  };
+  for (size_t i = 0; i < retired_.size();) {
+    if (!done(retired_[i])) {
+      ++i;
+      continue;
+    }
+    Retired r = retired_[i];
+    retired_[i] = retired_.back();
+    retired_.pop_back();
+    for (void* e : r.events)
+      if (e) free_events_.push_back(e);
+    if (r.block.host == nullptr) continue;
+    if (free_bytes_ + r.block.bytes <= keep_bytes_) {
+      free_blocks_.push_back(r.block);
+      free_bytes_ += r.block.bytes;
+    } else {
+      rt.free_host(r.block.host);
+    }
+  }
+}
+
+DeviceStaging::Block DeviceStaging::take_block(size_t bytes) {
+  if (bytes == 0) return {};
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!retired_.empty()) reclaim_locked();
+    // The smallest free block that holds it.
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < free_blocks_.size(); ++i)
+      if (free_blocks_[i].bytes >= bytes && (best == SIZE_MAX || free_blocks_[i].bytes < free_blocks_[best].bytes)) best = i;
+    if (best != SIZE_MAX) {
+      Block b = free_blocks_[best];
+      free_blocks_[best] = free_blocks_.back();
+      free_blocks_.pop_back();
+      free_bytes_ -= b.bytes;
+      return b;
+    }
+  }
+  // Powers of two from 64 KiB, so that blocks fit later operations of similar sizes.
+  size_t size = 64 << 10;
+  while (size < bytes) size <<= 1;
+  return {static_cast<char*>(rt.alloc_host(size)), size};
+}
+
+void* DeviceStaging::take_event() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (free_events_.empty() && !retired_.empty()) reclaim_locked();
+    if (!free_events_.empty()) {
+      void* e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+  }
+  return rt.create_event();
+}
+
+DeviceStaging::Flag DeviceStaging::take_flag() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (free_flags_.empty()) {
+    auto* page = static_cast<uint32_t*>(rt.alloc_host(kSlotsPerPage * sizeof(uint32_t)));
+    std::fill(page, page + kSlotsPerPage, 0u);
+    const size_t first = flag_pages_.size() * kSlotsPerPage;
+    flag_pages_.push_back(page);
+    flag_values_.resize(first + kSlotsPerPage, 0);
+    for (size_t i = kSlotsPerPage; i-- > 0;) free_flags_.push_back(first + i);
+  }
+  const size_t index = free_flags_.back();
+  free_flags_.pop_back();
+  // A slot's values only grow (its writes run in order on copy_stream, and it is taken again
+  // only after its last operation queued its write), so a wait for an older value never sees a
+  // newer operation's value as too small.
+  return {flag_pages_[index / kSlotsPerPage] + index % kSlotsPerPage, ++flag_values_[index], index};
+}
+
+void DeviceStaging::give_back(Block block, void* event_a, void* event_b, const Flag& flag) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (flag.slot) free_flags_.push_back(flag.index);
+  if (block.host || event_a || event_b) retired_.push_back({block, {event_a, event_b}});
+}
+
+}  // namespace kolo::engine
