@@ -117,6 +117,9 @@ class CudaRuntime final : public DeviceRuntime {
       }
       wait_value_ = reinterpret_cast<StreamValueFn>(wait);
       write_value_ = reinterpret_cast<StreamValueFn>(write);
+      // Found is not proof that this GPU and driver wait on host memory: try it once, and use
+      // events (a host wait) instead if anything about it fails.
+      if (!flags_work()) wait_value_ = write_value_ = nullptr;
     });
     return wait_value_ != nullptr && write_value_ != nullptr;
   }
@@ -134,6 +137,25 @@ class CudaRuntime final : public DeviceRuntime {
     void* d = nullptr;
     check(cudaHostGetDevicePointer(&d, host, 0), "cudaHostGetDevicePointer");
     return reinterpret_cast<CUdeviceptr>(d);
+  }
+  bool flags_work() {
+    uint32_t* flag = nullptr;
+    void* stream = nullptr;
+    bool ok = false;
+    try {
+      flag = static_cast<uint32_t*>(alloc_host(sizeof(uint32_t)));
+      *flag = 0;
+      stream = create_stream();
+      write_flag(stream, flag, 7);
+      wait_flag(stream, flag, 7);
+      synchronize(stream);
+      ok = *static_cast<volatile uint32_t*>(flag) == 7;
+    } catch (const std::exception&) {
+      (void)cudaGetLastError();
+    }
+    if (stream) (void)cudaStreamDestroy(as_stream(stream));
+    if (flag) (void)cudaFreeHost(flag);
+    return ok;
   }
   static void check_driver(CUresult r, const char* what) {
     if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed: CUresult " + std::to_string(static_cast<int>(r)));

@@ -9,9 +9,15 @@
 #                                             # kolo-train) and, for the step ab, from BASE: an
 #                                             # older build (libkolo, kolo-perf, kolorun)
 #   scripts/env/device-check.sh run [STEPS]       # there, through the device tool, with carry
-#                                             # [".devcarry"]; STEPS: any of gpu,torch,compare,ab,
-#                                             # algos (default gpu,torch,compare)
+#                                             # [".devcarry"]; STEPS: any of gpu,device,torch,compare,
+#                                             # ab, algos and the steps of device-check.d/ (default
+#                                             # gpu,torch,compare)
 #
+# device:  device memory through the engine on the GPU: the collectives matrix on CUDA memory at 1-4
+#          ranks sharing the GPU, and the stream semantics, refusals and failures (tests/collectives,
+#          KOLO_TEST_REAL_GPU=1).
+# device-check.d/NAME.sh: more steps, one file each, defining run_NAME (and CARRY_NAME: built
+#          files `prepare` must carry, relative to the build).
 # gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
 #          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
 # torch:   kolo_torch compiled with g++ against the machine's torch (2.11 when last run), then
@@ -30,6 +36,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 D=$PWD/.devcarry
+EXTRA_CARRY=(tests/collectives/collectives-test tests/collectives/kolo-test-worker)
+for f in scripts/env/device-check.d/*.sh; do
+  [ -e "$f" ] || continue
+  # shellcheck source=/dev/null
+  . "$f"
+  name=$(basename "$f" .sh)
+  carry_var="CARRY_${name//-/_}[@]"
+  EXTRA_CARRY+=(${!carry_var-})
+done
 
 prepare() {
   local build=${1:-build}
@@ -42,6 +57,10 @@ prepare() {
   # The binaries keep the build's layout: their RUNPATH finds libkolo through $ORIGIN/../..
   for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
            bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train; do
+    mkdir -p "$D/build/$(dirname $f)" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
+  done
+  for f in "${EXTRA_CARRY[@]}"; do
+    [ -e "$build/$f" ] || { echo "device-check: $build/$f missing" >&2; exit 1; }
     mkdir -p "$D/build/$(dirname $f)" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
   done
   cp -L "$build/libkolo.so.0" "$D/build/libkolo.so.0" && strip "$D/build/libkolo.so.0"
@@ -101,6 +120,17 @@ run_gpu() {
       --gtest_brief=1 '--gtest_filter=-*CudaLongReduceTest*' > "$OUT/$tool.log" 2>&1
     summary+=("$tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tr '\n' ' ')")
   done
+}
+
+run_device() {
+  step "device memory: the collectives matrix on CUDA memory (1-4 ranks on the GPU), stream semantics"
+  local filter='Api.Device*'
+  for w in 1 2 3 4; do filter+=":*DeviceMatrix*_world$w"; done
+  KOLO_TEST_REAL_GPU=1 KOLO_TEST_WORKER=$B/tests/collectives/kolo-test-worker timeout "${DEVICE_TIMEOUT:-240}" \
+    "$B/tests/collectives/collectives-test" --gtest_filter="$filter" > "$OUT/device.log" 2>&1
+  summary+=("device memory tests: rc=$? $(gtest_counts "$OUT/device.log")")
+  grep -m2 -h "device runtime:" "$OUT/device.log"
+  grep -E '^\[  FAILED' "$OUT/device.log" | head -20
 }
 
 run_torch() {
@@ -194,11 +224,10 @@ case "${1:-}" in
     exec > >(tee "$OUT/device-check.log") 2>&1
     setup_env
     steps=${2:-gpu,torch,compare}
-    [[ ,$steps, == *,gpu,* ]] && run_gpu
-    [[ ,$steps, == *,torch,* ]] && run_torch
-    [[ ,$steps, == *,compare,* ]] && run_compare
-    [[ ,$steps, == *,ab,* ]] && run_ab
-    [[ ,$steps, == *,algos,* ]] && run_algos
+    for s in ${steps//,/ }; do
+      declare -F "run_$s" > /dev/null || { echo "device-check: no step $s" >&2; continue; }
+      "run_$s"
+    done
     step summary
     for s in "${summary[@]}"; do echo "$s"; done ;;
   *) sed -n '2,21p' "$0"; exit 2 ;;

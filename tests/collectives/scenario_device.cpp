@@ -168,7 +168,8 @@ void scenario_device(WorkerContext& ctx) {
   test_device();
   kernels::DeviceRuntime& rt = *kernels::device_runtime();
   ProcessGroup& g = ctx.join();
-  ctx.say(std::string("device runtime: ") + rt.name() + ", " + device_name(test_device()));
+  ctx.say(std::string("device runtime: ") + rt.name() + ", " + device_name(test_device()) +
+          ", streams wait on flags: " + (rt.can_wait_on_flags() ? "yes" : "no (host waits, then events)"));
   ordered_after_stream_work(g, rt, ctx.log);
   wait_does_not_block(g, rt, ctx.log);
   refusals(g, ctx.log);
