@@ -124,10 +124,9 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
   validate(args, send, recv, rank, size, device);
   StagedOperation staged;
   if (device.is_cpu()) {  // validated: the device buffer is one this rank does not use
-    staged.args = args;
-    staged.send = send;
-    staged.recv = recv;
-    staged.send.device = staged.recv.device = Device::cpu();
+    HostOperation h{args, send, recv};
+    h.send.device = h.recv.device = Device::cpu();
+    staged.host.push_back(h);
     return staged;
   }
 
@@ -158,7 +157,13 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
   }
 
   DeviceGuard current(*rt, device.index);
-  auto work = WorkAccess::make_derived<DeviceWork>(algo::coll_name(args.kind), 0, staging, opts.stream);
+  // Large all-reduces, reduces and broadcasts (elementwise: chunk k of the output depends on
+  // chunk k of the inputs only) run as one host operation per chunk.
+  const bool elementwise =
+      args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::broadcast;
+  const size_t chunk_elems = std::max<size_t>(1, static_cast<size_t>(config::get_int("KOLO_DEVICE_CHUNK_BYTES")) / es);
+  const size_t n_parts = elementwise && args.count > chunk_elems ? (args.count + chunk_elems - 1) / chunk_elems : 1;
+  auto work = WorkAccess::make_derived<DeviceWork>(algo::coll_name(args.kind), 0, staging, opts.stream, n_parts);
   // The device ranges read and written; one pinned region covering both when they overlap (the
   // in-place forms), so that the host operation sees the same aliasing.
   char* in_dev = static_cast<char*>(const_cast<void*>(args.send));
@@ -187,20 +192,38 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
     if (out_bytes && c >= out_dev && c + bytes_used <= out_dev + out_bytes) return out_host + (c - out_dev);
     return c;
   };
-  work->in[0] = {in_dev, in_host, in_bytes};
-  work->out = {out_dev, out_host, out_bytes};
-  // alltoallv's receive buffer has gaps between the blocks it writes: copying the whole range
-  // back must return what the gaps held, so it is copied in too.
-  if (args.kind == CollKind::alltoallv) work->in[1] = {out_dev, out_host, out_bytes};
-
-  staged.args = args;
-  staged.args.send = to_host(args.send, u.send_elems * es);
-  staged.args.recv = args.kind == CollKind::broadcast ? const_cast<void*>(staged.args.send) : to_host(args.recv, u.recv_elems * es);
-  staged.send = Buffer(const_cast<void*>(staged.args.send), u.send_elems, send.dtype);
-  staged.recv = Buffer(staged.args.recv, u.recv_elems, recv.dtype);
-  // A buffer this rank does not use keeps the type of the one it uses (validate compares them).
-  if (u.send_elems == 0) staged.send.dtype = args.dtype;
-  if (u.recv_elems == 0) staged.recv.dtype = args.dtype;
+  HostOperation whole{args, {}, {}};
+  whole.args.send = to_host(args.send, u.send_elems * es);
+  whole.args.recv =
+      args.kind == CollKind::broadcast ? const_cast<void*>(whole.args.send) : to_host(args.recv, u.recv_elems * es);
+  // A buffer this rank does not use takes the type of the one it uses (validate compares them).
+  whole.send = Buffer(const_cast<void*>(whole.args.send), u.send_elems, u.send_elems ? send.dtype : args.dtype);
+  whole.recv = Buffer(whole.args.recv, u.recv_elems, u.recv_elems ? recv.dtype : args.dtype);
+  if (n_parts == 1) {
+    DeviceWork::Part& p = work->parts[0];
+    p.in[0] = {in_dev, in_host, in_bytes};
+    p.out = {out_dev, out_host, out_bytes};
+    // alltoallv's receive buffer has gaps between the blocks it writes: copying the whole range
+    // back must return what the gaps held, so it is copied in too.
+    if (args.kind == CollKind::alltoallv) p.in[1] = {out_dev, out_host, out_bytes};
+    staged.host.push_back(whole);
+  } else {
+    // Chunk k: elements [k*chunk_elems, ...) of every range and of every buffer this rank uses.
+    for (size_t k = 0; k < n_parts; ++k) {
+      const size_t first = k * chunk_elems, count = std::min(chunk_elems, args.count - first), off = first * es;
+      DeviceWork::Part& p = work->parts[k];
+      if (in_bytes) p.in[0] = {in_dev + off, in_host + off, count * es};
+      if (out_bytes) p.out = {out_dev + off, out_host + off, count * es};
+      HostOperation h = whole;
+      h.args.count = count;
+      auto shift = [&](auto* ptr, size_t used) { return used ? static_cast<char*>(const_cast<void*>(static_cast<const void*>(ptr))) + off : static_cast<char*>(const_cast<void*>(static_cast<const void*>(ptr))); };
+      h.args.send = shift(whole.args.send, u.send_elems);
+      h.args.recv = args.kind == CollKind::broadcast ? const_cast<void*>(h.args.send) : shift(whole.args.recv, u.recv_elems);
+      h.send = Buffer(const_cast<void*>(h.args.send), u.send_elems ? count : 0, whole.send.dtype);
+      h.recv = Buffer(h.args.recv, u.recv_elems ? count : 0, whole.recv.dtype);
+      staged.host.push_back(h);
+    }
+  }
   work->queue_inputs();
   staged.work = std::move(work);
   return staged;

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "algorithms/collective.hpp"
 #include "engine/device_work.hpp"
@@ -18,12 +19,16 @@ struct GroupDevice {
   std::shared_ptr<DeviceStaging> staging;
 };
 
-// A device operation ready to be issued as a host operation: its Work (what the caller gets),
-// and the host operation's arguments and buffers, which point into the Work's pinned block.
-struct StagedOperation {
-  std::shared_ptr<DeviceWork> work;  // null: the operation uses no device memory after all
+// A device operation ready to be issued as host operations: its Work (what the caller gets),
+// and the host operations' arguments and buffers, which point into the Work's pinned block:
+// one, or one per chunk of a large all-reduce, reduce or broadcast (DeviceWork::Part).
+struct HostOperation {
   algo::CollArgs args;
   Buffer send, recv;
+};
+struct StagedOperation {
+  std::shared_ptr<DeviceWork> work;  // null: the operation uses no device memory after all
+  std::vector<HostOperation> host;   // host[i] runs work->parts[i]
 };
 
 // Refuses what device memory cannot do (no CUDA, no such device, a pointer that is not on the

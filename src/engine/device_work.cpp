@@ -27,15 +27,21 @@ bool poll_until(Ready ready, std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 DeviceWork::DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std::shared_ptr<DeviceStaging> staging,
-                       void* stream)
-    : Work(token, op_name, seq), staging_(std::move(staging)), rt_(staging_->rt), stream_(stream) {
+                       void* stream, size_t n_parts)
+    : Work(token, op_name, seq), parts(n_parts), staging_(std::move(staging)), rt_(staging_->rt), stream_(stream) {
   WorkAccess::set_device(*this, this);
   flag_ = staging_->take_flag();
-  ready_ = staging_->take_event();
   done_ = staging_->take_event();
+  for (Part& p : parts) {
+    p.owner = this;
+    p.ready = staging_->take_event();
+  }
 }
 
-DeviceWork::~DeviceWork() { staging_->give_back(block_, ready_, done_, flag_); }
+DeviceWork::~DeviceWork() {
+  staging_->give_back(block_, done_, nullptr, flag_);
+  for (Part& p : parts) staging_->give_back({}, p.ready, nullptr, {});
+}
 
 char* DeviceWork::take_block(size_t block_bytes) {
   block_ = staging_->take_block(block_bytes);
@@ -43,35 +49,47 @@ char* DeviceWork::take_block(size_t block_bytes) {
 }
 
 void DeviceWork::queue_inputs() {
-  for (const Copy& c : in) rt_.copy(c.host, c.device, c.bytes, stream_);
-  rt_.record(ready_, stream_);
+  for (Part& p : parts) {
+    for (const Copy& c : p.in) rt_.copy(c.host, c.device, c.bytes, stream_);
+    rt_.record(p.ready, stream_);
+  }
 }
 
-void DeviceWork::gate(std::chrono::steady_clock::time_point deadline) {
-  rt_.set_device(staging_->device);
-  if (!poll_until([&] { return rt_.done(ready_); }, deadline))
+void DeviceWork::Part::gate(std::chrono::steady_clock::time_point deadline) {
+  kernels::DeviceRuntime& rt = owner->rt_;
+  rt.set_device(owner->staging_->device);
+  if (!poll_until([&] { return rt.done(ready); }, deadline))
     throw TimeoutError("the work queued on its CUDA stream before it has not finished within the timeout (its inputs "
                        "were never copied out of device memory)");
 }
 
-void DeviceWork::deliver(std::exception_ptr error) noexcept {
+void DeviceWork::deliver(size_t i, std::exception_ptr error) noexcept {
+  std::unique_lock<std::mutex> lk(deliver_mu_);
+  const Part& part = parts[i];
+  const bool last = ++delivered_ == parts.size();
   try {
     rt_.set_device(staging_->device);
-    if (!error && out.bytes) {
+    if (!error && !first_error_ && part.out.bytes) {
       // After the issuing stream's earlier work, which may still read the output buffer.
-      rt_.stream_wait(staging_->copy_stream, ready_);
-      rt_.copy(out.device, out.host, out.bytes, staging_->copy_stream);
+      rt_.stream_wait(staging_->copy_stream, part.ready);
+      rt_.copy(part.out.device, part.out.host, part.out.bytes, staging_->copy_stream);
     }
-    // Raised on failure too: a stream waiting for it must go on (the error surfaces at
-    // synchronize(), is_completed(), exception() and the group's next call).
-    if (rt_.can_wait_on_flags()) rt_.write_flag(staging_->copy_stream, flag_.slot, flag_.value);
-    rt_.record(done_, staging_->copy_stream);
+    if (last) {
+      // Raised on failure too: a stream waiting for it must go on (the error surfaces at
+      // synchronize(), is_completed(), exception() and the group's next call).
+      if (rt_.can_wait_on_flags()) rt_.write_flag(staging_->copy_stream, flag_.slot, flag_.value);
+      rt_.record(done_, staging_->copy_stream);
+    }
   } catch (const std::exception& e) {
     KOLO_LOG(error, "kolo: " << op_name() << " #" << seq() << ": copying its result to device memory failed: " << e.what());
     if (!error) error = std::make_exception_ptr(Error(std::string("kolo: ") + op_name() + " #" + std::to_string(seq()) +
                                                       ": copying the result to device memory failed: " + e.what()));
   }
-  WorkAccess::finish(*this, error);
+  if (error && !first_error_) first_error_ = error;
+  if (!last) return;
+  std::exception_ptr outcome = first_error_;
+  lk.unlock();
+  WorkAccess::finish(*this, outcome);
 }
 
 bool DeviceWork::queue_flag_wait(void* stream) {

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "engine/device_completion.hpp"
 #include "engine/device_staging.hpp"
@@ -21,28 +23,39 @@
 
 namespace kolo::engine {
 
-class DeviceWork final : public Work, public DeviceCompletion, public RunGate {
+class DeviceWork final : public Work, public DeviceCompletion {
  public:
-  // A device range the operation reads (copied in) and one it writes (copied back), as bytes.
+  // A device range an operation reads (copied in) or writes (copied back), as bytes.
   struct Copy {
     char* device = nullptr;
     char* host = nullptr;
     size_t bytes = 0;
   };
+  // One host operation of the device operation: all of it, or one chunk of a large all-reduce,
+  // reduce or broadcast, so that copying chunk k+1 out of device memory overlaps moving chunk k
+  // and copying chunk k-1 back (pipelining).
+  struct Part final : RunGate {
+    DeviceWork* owner = nullptr;
+    Copy in[2];
+    Copy out;
+    void* ready = nullptr;  // recorded on the issuing stream behind the copies in
+    bool needs_gate() const { return in[0].bytes + in[1].bytes > 0; }
+    void gate(std::chrono::steady_clock::time_point deadline) override;  // engine thread
+  };
 
-  DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std::shared_ptr<DeviceStaging> staging, void* stream);
+  DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std::shared_ptr<DeviceStaging> staging, void* stream,
+             size_t parts);
   ~DeviceWork();
 
-  // Issue side: takes a pinned block of `block_bytes` (the caller then sets in_/out_'s host
-  // pointers into block()), then queues the copies in and records "ready" on the stream.
+  // Issue side: a pinned block of `block_bytes` for the parts' host pointers, then (once the
+  // parts are filled in) the copies in, each part's followed by its "ready" event.
   char* take_block(size_t block_bytes);
-  Copy in[2];
-  Copy out;
+  std::vector<Part> parts;
   void queue_inputs();
-  bool needs_gate() const { return in[0].bytes + in[1].bytes > 0; }
 
-  void gate(std::chrono::steady_clock::time_point deadline) override;  // RunGate, engine thread
-  void deliver(std::exception_ptr error) noexcept;                     // the host operation ended
+  // Part `i`'s host operation ended: its result goes back to device memory; after the last
+  // part, the flag is raised and the Work completes (with the first error, if any).
+  void deliver(size_t i, std::exception_ptr error) noexcept;
 
   // DeviceCompletion
   bool queue_flag_wait(void* stream) override;
@@ -57,8 +70,10 @@ class DeviceWork final : public Work, public DeviceCompletion, public RunGate {
   void* const stream_;
   DeviceStaging::Block block_;
   DeviceStaging::Flag flag_;
-  void* ready_ = nullptr;
   void* done_ = nullptr;
+  std::mutex deliver_mu_;  // the parts' ends (in issue order, but failures may come from any thread)
+  size_t delivered_ = 0;
+  std::exception_ptr first_error_;
 };
 
 }  // namespace kolo::engine

@@ -235,16 +235,23 @@ static const algo::Algorithm kNothingToMove{.name = "none (count 0)", .wire_id =
 WorkPtr ProcessGroup::Impl::issue_device(const CollArgs& args, const Buffer& send, const Buffer& recv,
                                          const CommonOptions& opts, std::shared_ptr<const algo::VarCounts>* var_counts) {
   engine::StagedOperation staged = engine::stage_device_operation(device, args, send, recv, opts, rank, size);
-  if (!staged.work) return issue(staged.args, staged.send, staged.recv, opts, var_counts);  // only host memory used
+  if (!staged.work) {  // only host memory is used here
+    const engine::HostOperation& h = staged.host[0];
+    return issue(h.args, h.send, h.recv, opts, var_counts);
+  }
   // Always on the engine thread: wait() does not block the host, so no caller would run it.
   CommonOptions host_opts = opts;
   host_opts.overlap = true;
-  WorkPtr host = issue(staged.args, staged.send, staged.recv, host_opts, var_counts,
-                       staged.work->needs_gate() ? staged.work.get() : nullptr);
-  engine::WorkAccess::set_seq(*staged.work, host->seq());
-  // The host operation's end delivers the result to device memory; the callback keeps the
-  // DeviceWork (and the gate the engine may still be using) alive until then.
-  host->on_complete([w = staged.work](Work& done) { w->deliver(done.exception()); });
+  const std::shared_ptr<engine::DeviceWork>& w = staged.work;
+  for (size_t i = 0; i < staged.host.size(); ++i) {
+    const engine::HostOperation& h = staged.host[i];
+    engine::DeviceWork::Part& part = w->parts[i];
+    WorkPtr host = issue(h.args, h.send, h.recv, host_opts, var_counts, part.needs_gate() ? &part : nullptr);
+    if (i == 0) engine::WorkAccess::set_seq(*w, host->seq());
+    // Each part's end delivers its result to device memory; the callback keeps the DeviceWork
+    // (and the gate the engine may still be using) alive until then.
+    host->on_complete([w, i](Work& done) { w->deliver(i, done.exception()); });
+  }
   return staged.work;
 }
 

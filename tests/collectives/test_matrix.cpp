@@ -59,5 +59,22 @@ TEST_P(DeviceMatrix, EveryOutputElementMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(AllCollectives, DeviceMatrix,
                          ::testing::Combine(::testing::ValuesIn(all_colls()), ::testing::Range(1, 9)), case_name);
 
+// All-reduce, reduce and broadcast on device memory in many chunks (one host operation each,
+// pipelined: DeviceWork::Part), every element checked.
+TEST(DeviceMatrixChunked, EveryOutputElementMatchesTheReference) {
+  for (Coll coll : {Coll::allreduce, Coll::reduce, Coll::broadcast})
+    for (int world : {2, 3}) {
+      LaunchSpec spec = worker_launch("matrix", world, std::chrono::seconds(240));
+      spec.args.push_back(coll_name(coll));
+      spec.env["KOLO_TEST_DEVICE_MEMORY"] = "1";
+      spec.env["KOLO_DEVICE_CHUNK_BYTES"] = "64K";
+      const char* real = std::getenv("KOLO_TEST_REAL_GPU");
+      if (!(real && std::string(real) == "1")) spec.env["KOLO_DEVICE_STANDIN"] = "1";
+      spec.rank_env = [](int rank) { return Env{{"LOCAL_RANK", std::to_string(rank)}}; };
+      const WorldOutcome outcome = run_world(spec);
+      EXPECT_TRUE(outcome.all_succeeded()) << coll_name(coll) << " world " << world << ": " << outcome.describe();
+    }
+}
+
 }  // namespace
 }  // namespace kolo::coltest
