@@ -131,6 +131,22 @@ run_device() {
   summary+=("device memory tests: rc=$? $(gtest_counts "$OUT/device.log")")
   grep -m2 -h "device runtime:" "$OUT/device.log"
   grep -E '^\[  FAILED' "$OUT/device.log" | head -20
+  # compute-sanitizer over each rank of the 2-rank stream-semantics scenario and of the
+  # all-reduce matrix on device memory (the staging: copies, events, flag waits).
+  # DEVICE_SANITIZE=0 skips this.
+  [ "${DEVICE_SANITIZE:-1}" = 1 ] || return 0
+  local tool scen
+  for tool in memcheck racecheck; do
+    for scen in device "matrix allreduce"; do
+      [ $tool = racecheck ] && [ "$scen" != device ] && continue  # racecheck: kernels only; one run
+      step "compute-sanitizer $tool: $scen, 2 ranks on the GPU"
+      KOLO_TEST_DEVICE_MEMORY=1 timeout 100 "$B/tools/kolorun/kolorun" -n 2 -- compute-sanitizer --tool $tool \
+        --error-exitcode 9 "$B/tests/collectives/kolo-test-worker" $scen > /tmp/san.log 2>&1
+      local rc=$?
+      summary+=("$tool ($scen): rc=$rc $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.log | sort | uniq -c | tr '\n' ' ') $(grep -c '^OK rank' /tmp/san.log) ranks OK")
+      { echo "== $tool $scen rc=$rc"; tail -n 40 /tmp/san.log; } >> "$OUT/device.log"
+    done
+  done
 }
 
 run_torch() {
