@@ -67,8 +67,10 @@ void DeviceWork::deliver(size_t i, std::exception_ptr error) noexcept {
   std::unique_lock<std::mutex> lk(deliver_mu_);
   const Part& part = parts[i];
   const bool last = ++delivered_ == parts.size();
+  int caller_device = -1;  // restored below: the last part may end on the issuing thread
   try {
-    rt_.set_device(staging_->device);
+    caller_device = rt_.current_device();
+    if (caller_device != staging_->device) rt_.set_device(staging_->device);
     if (!error && !first_error_ && part.out.bytes) {
       // After the issuing stream's earlier work, which may still read the output buffer.
       rt_.stream_wait(staging_->copy_stream, part.ready);
@@ -84,6 +86,10 @@ void DeviceWork::deliver(size_t i, std::exception_ptr error) noexcept {
     KOLO_LOG(error, "kolo: " << op_name() << " #" << seq() << ": copying its result to device memory failed: " << e.what());
     if (!error) error = std::make_exception_ptr(Error(std::string("kolo: ") + op_name() + " #" + std::to_string(seq()) +
                                                       ": copying the result to device memory failed: " + e.what()));
+  }
+  try {
+    if (caller_device >= 0 && caller_device != staging_->device) rt_.set_device(caller_device);
+  } catch (const std::exception&) {
   }
   if (error && !first_error_) first_error_ = error;
   if (!last) return;
