@@ -110,7 +110,11 @@ void run_case(const std::string& name, const std::function<std::string()>& body)
   try {
     why = body();
   } catch (const std::exception& e) {
-    why = std::string("exception: ") + e.what();
+    // An exception (a timeout, a CUDA error) leaves the ranks out of step: stop the run here
+    // rather than let every later call wait out its timeout.
+    std::printf("[  FAILED  ] %s (rank %d): exception: %s\n", name.c_str(), g_rank, e.what());
+    std::fflush(stdout);
+    throw;
   }
   if (why.empty()) {
     ++g_passed;
@@ -137,6 +141,46 @@ std::string all_reduce_case(IpcComm& comm, Algo algo, DataType t, size_t count, 
   return why;
 }
 
+// The ordering across calls, with no host synchronization between them: every rank starts
+// at 1.0 and feeds each result into the next call (one-shot: a -> b -> a ...; two-shot: in
+// place), so after k calls every element is N^k exactly (k chosen so N^k < 2^24). A peer that
+// read a buffer before it was ready, or after it was overwritten, leaves a wrong power.
+std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
+  const size_t count = 1000003;
+  DeviceBuffer a(count * 4), b(count * 4);
+  const std::vector<float> ones(count, 1.0f);
+  check(cudaMemcpy(a.ptr, ones.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  int k = 0;
+  double want = 1;
+  while (want * g_world < double(1 << 24)) {
+    want *= g_world;
+    ++k;
+  }
+  if (g_world == 1) k = 8;
+  void* cur = a.ptr;
+  for (int i = 0; i < k; ++i) {
+    if (algo == Algo::kTwoShot) {
+      comm.all_reduce(cur, cur, count, DataType::float32, algo, s);
+    } else {
+      void* next = cur == a.ptr ? b.ptr : a.ptr;
+      comm.all_reduce(cur, next, count, DataType::float32, algo, s);
+      cur = next;
+    }
+  }
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  std::vector<float> host(count);
+  check(cudaMemcpy(host.data(), cur, count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  comm.deregister(a.ptr);
+  comm.deregister(b.ptr);
+  for (size_t i = 0; i < count; ++i) {
+    if (host[i] != static_cast<float>(want)) {
+      return "after " + std::to_string(k) + " chained calls element " + std::to_string(i) + " is " +
+             std::to_string(host[i]) + ", want " + std::to_string(want);
+    }
+  }
+  return "";
+}
+
 void correctness(IpcComm& comm, cudaStream_t s) {
   for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
     for (DataType t : {DataType::float32, DataType::bfloat16})
@@ -148,6 +192,10 @@ void correctness(IpcComm& comm, cudaStream_t s) {
       }
   run_case("IpcAllReduce.two-shot/float32/count1000003/in_place/ranks" + std::to_string(g_world),
            [&] { return all_reduce_case(comm, Algo::kTwoShot, DataType::float32, 1000003, true, s); });
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot}) {
+    run_case(std::string("IpcAllReduce.chained/") + kolo::cuda_ipc::algo_name(algo) + "/ranks" + std::to_string(g_world),
+             [&] { return chained_case(comm, algo, s); });
+  }
 }
 
 void cache_checks(IpcComm& comm, cudaStream_t s) {
@@ -306,7 +354,7 @@ int run(bool do_bench) {
     so.host = env.master_addr;
     so.port = env.master_port;
     so.is_server = g_rank == 0;
-    so.timeout = std::chrono::seconds(60);
+    so.timeout = std::chrono::seconds(30);
     if (const char* secret = std::getenv("KOLO_SECRET")) so.secret = secret;
     store = kolo::TCPStore::create(so);
   }
@@ -321,7 +369,7 @@ int run(bool do_bench) {
   {
     IpcComm::Options opts;
     opts.prefix = "ipc-test";
-    opts.timeout = std::chrono::seconds(60);
+    opts.timeout = std::chrono::seconds(30);
     IpcComm comm(store, g_rank, g_world, opts);
     correctness(comm, s);
     if (do_bench) run_case("IpcBench.all", [&] { bench(comm, *store, s); return std::string(); });

@@ -16,12 +16,17 @@ using PointerGetAttributes = CUresult (*)(unsigned, CUpointer_attribute*, void**
 
 PointerGetAttributes pointer_get_attributes() {
   static PointerGetAttributes fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    check(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &p, 12000, cudaEnableDefault, &found),
-          "cudaGetDriverEntryPointByVersion(cuPointerGetAttributes)");
-    if (found != cudaDriverEntryPointSuccess || p == nullptr) throw Error("cuda_ipc: the driver has no cuPointerGetAttributes");
-    return reinterpret_cast<PointerGetAttributes>(p);
+    // The symbol's ABI has not changed since CUDA 7; ask as of this runtime, then as of 12.0.
+    for (unsigned version : {unsigned{CUDART_VERSION}, 12000u}) {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+      const cudaError_t rc = cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &p, version, cudaEnableDefault, &found);
+      if (rc == cudaSuccess && found == cudaDriverEntryPointSuccess && p != nullptr) {
+        return reinterpret_cast<PointerGetAttributes>(p);
+      }
+      (void)cudaGetLastError();
+    }
+    throw Error("cuda_ipc: cudaGetDriverEntryPointByVersion found no cuPointerGetAttributes in the driver");
   }();
   return fn;
 }
