@@ -68,7 +68,10 @@ struct DeviceBuffer {
 
 size_t esize(DataType t) { return kolo::cuda_ipc::element_size(t); }
 
-void upload_inputs(void* dev, DataType t, size_t count, int rank) {
+// On the test's stream, and waited for: the comm's stream is non-blocking, so a plain
+// cudaMemcpy/cudaMemset (legacy default stream, and a pageable upload may return before its
+// DMA is done) would not be ordered before the all-reduce that reads the buffer.
+void upload_inputs(void* dev, DataType t, size_t count, int rank, cudaStream_t s) {
   std::vector<uint8_t> host(count * esize(t));
   for (size_t i = 0; i < count; ++i) {
     const float v = input_value(rank, i);
@@ -79,7 +82,8 @@ void upload_inputs(void* dev, DataType t, size_t count, int rank) {
       std::memcpy(host.data() + i * 2, &b, 2);
     }
   }
-  check(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  check(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 // The first wrong element, or "" when all are right.
@@ -129,8 +133,8 @@ void run_case(const std::string& name, const std::function<std::string()>& body)
 std::string all_reduce_case(IpcComm& comm, Algo algo, DataType t, size_t count, bool in_place, cudaStream_t s) {
   const size_t bytes = count * esize(t);
   DeviceBuffer in(bytes), out(bytes);
-  upload_inputs(in.ptr, t, count, g_rank);
-  check(cudaMemset(out.ptr, 0xff, bytes), "cudaMemset");  // NaN in both types: unwritten shows
+  upload_inputs(in.ptr, t, count, g_rank, s);
+  check(cudaMemsetAsync(out.ptr, 0xff, bytes, s), "cudaMemsetAsync");  // NaN in both types: unwritten shows
   void* dst = in_place ? in.ptr : out.ptr;
   comm.all_reduce(in.ptr, dst, count, t, algo, s);
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
@@ -149,7 +153,8 @@ std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
   const size_t count = 1000003;
   DeviceBuffer a(count * 4), b(count * 4);
   const std::vector<float> ones(count, 1.0f);
-  check(cudaMemcpy(a.ptr, ones.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  check(cudaMemcpyAsync(a.ptr, ones.data(), count * 4, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   int k = 0;
   double want = 1;
   while (want * g_world < double(1 << 24)) {
@@ -202,12 +207,13 @@ void cache_checks(IpcComm& comm, cudaStream_t s) {
   const size_t count = 4099;  // odd, so the interior pointer below is misaligned for vectors
   run_case("IpcCache.reuse_and_interior_pointer", [&]() -> std::string {
     DeviceBuffer in(count * 4 + 64), out(count * 4 + 64);
-    upload_inputs(in.ptr, DataType::float32, count, g_rank);
+    upload_inputs(in.ptr, DataType::float32, count, g_rank, s);
     const uint64_t before = comm.cache().exports();
     for (int k = 0; k < 3; ++k) comm.all_reduce(in.ptr, out.ptr, count, DataType::float32, Algo::kOneShot, s);
     if (comm.cache().exports() != before + 2) return "3 calls on 2 buffers exported " + std::to_string(comm.cache().exports() - before);
     // A pointer 4 bytes into the same allocations: no new export, and a right result.
-    upload_inputs(static_cast<char*>(in.ptr) + 4, DataType::float32, count, g_rank);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");  // the peers are done reading `in`
+    upload_inputs(static_cast<char*>(in.ptr) + 4, DataType::float32, count, g_rank, s);
     comm.all_reduce(static_cast<char*>(in.ptr) + 4, static_cast<char*>(out.ptr) + 4, count, DataType::float32,
                     Algo::kTwoShot, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
@@ -222,14 +228,14 @@ void cache_checks(IpcComm& comm, cudaStream_t s) {
     // notice the new allocation (CUDA's BUFFER_ID differs) and export it again.
     auto in = std::make_unique<DeviceBuffer>(count * 4);
     DeviceBuffer out(count * 4);
-    upload_inputs(in->ptr, DataType::float32, count, g_rank);
+    upload_inputs(in->ptr, DataType::float32, count, g_rank, s);
     comm.all_reduce(in->ptr, out.ptr, count, DataType::float32, Algo::kOneShot, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     const uint64_t before = comm.cache().exports();
     in.reset();
     in = std::make_unique<DeviceBuffer>(count * 4);
-    upload_inputs(in->ptr, DataType::float32, count, g_rank);
-    check(cudaMemset(out.ptr, 0xff, count * 4), "cudaMemset");
+    upload_inputs(in->ptr, DataType::float32, count, g_rank, s);
+    check(cudaMemsetAsync(out.ptr, 0xff, count * 4, s), "cudaMemsetAsync");
     comm.all_reduce(in->ptr, out.ptr, count, DataType::float32, Algo::kOneShot, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     if (comm.cache().exports() != before + 1) return "the reallocated buffer was not exported again";
@@ -288,6 +294,7 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     std::printf("BENCH copy bytes=%zu time_us=%.1f rate_GBps=%.1f (read+written)\n", big, t * 1e6, copy_rate / 1e9);
     DeviceBuffer second(big);
     check(cudaMemset(second.ptr, 0, big), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     for (size_t bytes : {size_t{8}, big}) {
       const void* srcs[2] = {in.ptr, second.ptr};
       const double k = time_per_call(s, bytes == 8 ? 200 : 10, 7, [] {}, [&] {

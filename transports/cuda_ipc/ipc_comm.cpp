@@ -52,21 +52,18 @@ void IpcComm::handshake(Phase phase, cudaStream_t stream) {
   }
 }
 
-void IpcComm::close_retired_mappings(cudaStream_t stream) {
-  for (int p = 0; p < world_; ++p) {
-    if (p == rank_) continue;
-    const uint64_t n = flags_.retired_count(p);
-    if (n == retired_seen_[p]) continue;
-    // Our earlier kernels may still read the buffer on the GPU: let them finish first. Rare
-    // (a peer freed or re-exported a buffer), so a synchronization is affordable.
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (before closing a retired mapping)");
-    if (n - retired_seen_[p] > static_cast<uint64_t>(kRetireRing)) {
-      mappings_.close_peer(p);  // fell behind the ring: close all, the live ones reopen lazily
-    } else {
-      for (uint64_t i = retired_seen_[p]; i < n; ++i) mappings_.close(p, flags_.retired_at(p, i));
-    }
-    retired_seen_[p] = n;
+void IpcComm::close_retired_mappings(int p, cudaStream_t stream) {
+  const uint64_t n = flags_.retired_count(p);
+  if (n == retired_seen_[p]) return;
+  // Our earlier kernels may still read the buffer on the GPU: let them finish first. Rare
+  // (a peer freed or re-exported a buffer), so a synchronization is affordable.
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (before closing a retired mapping)");
+  if (n - retired_seen_[p] > static_cast<uint64_t>(kRetireRing)) {
+    mappings_.close_peer(p);  // fell behind the ring: close all, the live ones reopen lazily
+  } else {
+    for (uint64_t i = retired_seen_[p]; i < n; ++i) mappings_.close(p, flags_.retired_at(p, i));
   }
+  retired_seen_[p] = n;
 }
 
 void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
@@ -79,7 +76,6 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   const size_t esize = element_size(dtype);
   const size_t bytes = count * esize;
   ++seq_;
-  close_retired_mappings(stream);
 
   // 1. Describe the call, then say the input is ready.
   CallDesc& mine = flags_.my_desc();
@@ -106,6 +102,9 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
     flags_.wait(p, kReady, seq_);
+    // Retirements p posted before this call's READY: closed before mapping what the call names,
+    // so a recycled allocation is never taken for the stale mapping of its predecessor.
+    close_retired_mappings(p, stream);
     const CallDesc d = flags_.desc(p);  // stable until p passes our DONE of this call
     if (d.count != count || d.dtype != mine.dtype || d.algo != mine.algo) {
       throw InvalidArgument("cuda_ipc: call " + std::to_string(seq_) + " differs across ranks: rank " +

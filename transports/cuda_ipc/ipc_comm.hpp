@@ -61,7 +61,8 @@ class IpcComm {
   int world() const { return world_; }
 
  private:
-  void close_retired_mappings(cudaStream_t stream);
+  // Closes the mappings of peer p's registrations that p has retired since the last call.
+  void close_retired_mappings(int p, cudaStream_t stream);
   // Waits (host) for every peer's `phase` of the current call, then makes `stream` wait (GPU)
   // on each peer's event for it.
   void handshake(Phase phase, cudaStream_t stream);
