@@ -4,19 +4,20 @@
 //
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
-// Checks: every element of one-shot and two-shot all-reduce (float32, bfloat16) at counts 1, 7
-// and 1000003, two-shot in place, and the registration cache (reuse, interior pointers,
+// Checks: every element of one-shot, two-shot and two-shot-push all-reduce (float32, bfloat16)
+// at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and the registration cache (reuse, interior pointers,
 // deregister, a freed and reallocated buffer). --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
-//   - one-shot and two-shot all-reduce of float32 at 8 B, 64 KiB, 16 MiB and 256 MiB.
+//   - the three all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB.
 // HBM traffic of an all-reduce of S bytes over N ranks on ONE GPU (all ranks share its memory,
 // so every rank's reads and writes count against the same HBM):
 //   one-shot: each rank reads N inputs and writes its output:            N * (N + 1) * S
 //   two-shot: reduce-scatter, each rank reads N slices of S/N, writes one: (N + 1) * S
 //             all-gather, each rank reads and writes N-1 slices of S/N:    2 * (N - 1) * S
 //             total                                                       (3N - 1) * S
-// (2 ranks: one-shot 6 S, two-shot 5 S; the copy moves 2 S.) The rate reported is that traffic
+//   two-shot-push: rank r reads slice r of N inputs (S) and writes it into N outputs (S): 2N * S
+// (2 ranks: one-shot 6 S, two-shot 5 S, two-shot-push 4 S; the copy moves 2 S.) The rate reported is that traffic
 // divided by the time per call, and its ratio to the copy's rate is the 80 % target.
 // Without a GPU it prints why it skips and exits 0.
 #include <cuda_bf16.h>
@@ -164,7 +165,7 @@ std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
   if (g_world == 1) k = 8;
   void* cur = a.ptr;
   for (int i = 0; i < k; ++i) {
-    if (algo == Algo::kTwoShot) {
+    if (algo != Algo::kOneShot) {
       comm.all_reduce(cur, cur, count, DataType::float32, algo, s);
     } else {
       void* next = cur == a.ptr ? b.ptr : a.ptr;
@@ -187,7 +188,7 @@ std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
 }
 
 void correctness(IpcComm& comm, cudaStream_t s) {
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush})
     for (DataType t : {DataType::float32, DataType::bfloat16})
       for (size_t count : {size_t{1}, size_t{7}, size_t{1000003}}) {
         const std::string name = std::string("IpcAllReduce.") + kolo::cuda_ipc::algo_name(algo) + "/" +
@@ -197,7 +198,9 @@ void correctness(IpcComm& comm, cudaStream_t s) {
       }
   run_case("IpcAllReduce.two-shot/float32/count1000003/in_place/ranks" + std::to_string(g_world),
            [&] { return all_reduce_case(comm, Algo::kTwoShot, DataType::float32, 1000003, true, s); });
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot}) {
+  run_case("IpcAllReduce.two-shot-push/bfloat16/count1000003/in_place/ranks" + std::to_string(g_world),
+           [&] { return all_reduce_case(comm, Algo::kTwoShotPush, DataType::bfloat16, 1000003, true, s); });
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush}) {
     run_case(std::string("IpcAllReduce.chained/") + kolo::cuda_ipc::algo_name(algo) + "/ranks" + std::to_string(g_world),
              [&] { return chained_case(comm, algo, s); });
   }
@@ -297,8 +300,9 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     for (size_t bytes : {size_t{8}, big}) {
       const void* srcs[2] = {in.ptr, second.ptr};
+      void* dsts[1] = {out.ptr};
       const double k = time_per_call(s, bytes == 8 ? 200 : 10, 7, [] {}, [&] {
-        kolo::cuda_ipc::launch_sum(DataType::float32, out.ptr, srcs, 2, 0, bytes / 4, s);
+        kolo::cuda_ipc::launch_sum(DataType::float32, dsts, 1, srcs, 2, 0, bytes / 4, s);
       });
       std::printf("BENCH kernel-alone sum of 2 local buffers bytes=%zu time_us=%.2f rate_GBps=%.1f ratio_to_copy=%.3f\n",
                   bytes, k * 1e6, 3.0 * bytes / k / 1e9, 3.0 * bytes / k / copy_rate);
@@ -314,14 +318,14 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   };
   const double n = g_world;
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot}) {
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
       const int iters = bytes <= (size_t{64} << 10) ? 200 : bytes <= (size_t{16} << 20) ? 50 : 10;
       double host_us = 0;
       const double t = time_per_call(s, iters, 7, align, [&] {
         comm.all_reduce(in.ptr, out.ptr, bytes / 4, DataType::float32, algo, s);
       }, &host_us);
-      const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : 3 * n - 1) * bytes;
+      const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : algo == Algo::kTwoShot ? 3 * n - 1 : 2 * n) * bytes;
       if (g_rank == 0) {
         std::printf("BENCH allreduce algo=%s ranks=%d bytes=%zu time_us=%.2f host_us_per_call=%.2f traffic_GBps=%.1f "
                     "ratio_to_copy=%.3f\n",

@@ -16,6 +16,10 @@ namespace {
 struct Sources {
   const void* p[kMaxRanks];
 };
+struct Dests {
+  void* p[kMaxRanks];
+  int n;
+};
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 2;  // vectors in flight per source per thread
@@ -83,14 +87,17 @@ struct Lanes<__half> : PairLanes<__half2, f16x2_to_float2, float2_to_f16x2> {
   __device__ static void store(void* p, size_t i, float x) { static_cast<__half*>(p)[i] = __float2half_rn(x); }
 };
 
-// dst and every source already point at the range's first element; nvec 16-byte vectors.
-template <typename T, int N>
-__global__ void __launch_bounds__(kThreads) sum_vectors(Sources srcs, void* dst, size_t nvec) {
+// Every destination and source already points at the range's first element; nvec 16-byte
+// vectors. The sum is written to one destination, or with kAll to N of them. Both counts are
+// compile-time constants so that the pointer arrays stay in registers (a runtime index into a
+// kernel parameter array would copy it to local memory).
+template <typename T, int N, bool kAll>
+__global__ void __launch_bounds__(kThreads) sum_vectors(Sources srcs, Dests dsts, size_t nvec) {
+  constexpr int kDsts = kAll ? N : 1;
   using L = Lanes<T>;
   const uint4* in[N];
 #pragma unroll
   for (int p = 0; p < N; ++p) in[p] = static_cast<const uint4*>(srcs.p[p]);
-  uint4* out = static_cast<uint4*>(dst);
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   // Unrolled body: all N * kUnroll loads are issued before the first add.
@@ -105,26 +112,30 @@ __global__ void __launch_bounds__(kThreads) sum_vectors(Sources srcs, void* dst,
       float acc[L::kWidth] = {};
 #pragma unroll
       for (int p = 0; p < N; ++p) L::add(acc, v[u][p]);
-      out[i + u * stride] = L::pack(acc);
+      const uint4 packed = L::pack(acc);
+#pragma unroll
+      for (int d = 0; d < kDsts; ++d) static_cast<uint4*>(dsts.p[d])[i + u * stride] = packed;
     }
   }
   for (; i < nvec; i += stride) {
     float acc[L::kWidth] = {};
 #pragma unroll
     for (int p = 0; p < N; ++p) L::add(acc, in[p][i]);
-    out[i] = L::pack(acc);
+    const uint4 packed = L::pack(acc);
+#pragma unroll
+    for (int d = 0; d < kDsts; ++d) static_cast<uint4*>(dsts.p[d])[i] = packed;
   }
 }
 
 // Element by element: the tail after the vectors, and buffers not 16-byte aligned.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) sum_scalars(Sources srcs, int n, void* dst, size_t count) {
+__global__ void __launch_bounds__(kThreads) sum_scalars(Sources srcs, int n, Dests dsts, size_t count) {
   using L = Lanes<T>;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     float acc = 0.0f;
     for (int p = 0; p < n; ++p) acc += L::load(srcs.p[p], i);
-    L::store(dst, i, acc);
+    for (int d = 0; d < dsts.n; ++d) L::store(dsts.p[d], i, acc);
   }
 }
 
@@ -150,21 +161,31 @@ unsigned blocks_for(size_t items) {
 }
 
 template <typename T, int N>
-void launch_vectors(const Sources& s, void* dst, size_t nvec, cudaStream_t stream) {
-  sum_vectors<T, N><<<blocks_for(nvec), kThreads, 0, stream>>>(s, dst, nvec);
+void launch_vectors(const Sources& s, const Dests& d, size_t nvec, cudaStream_t stream) {
+  if (d.n == 1) {
+    sum_vectors<T, N, false><<<blocks_for(nvec), kThreads, 0, stream>>>(s, d, nvec);
+  } else {
+    sum_vectors<T, N, true><<<blocks_for(nvec), kThreads, 0, stream>>>(s, d, nvec);
+  }
 }
 
 template <typename T>
-void launch_typed(void* dst, const void* const* srcs, int n, size_t begin, size_t end, cudaStream_t stream) {
+void launch_typed(void* const* dst, int ndst, const void* const* srcs, int n, size_t begin, size_t end,
+                  cudaStream_t stream) {
   constexpr size_t kSize = sizeof(T);
   constexpr size_t kWidth = 16 / kSize;
   Sources s{};
-  bool aligned = reinterpret_cast<uintptr_t>(static_cast<char*>(dst) + begin * kSize) % 16 == 0;
+  Dests out{};
+  out.n = ndst;
+  bool aligned = true;
   for (int p = 0; p < n; ++p) {
     s.p[p] = static_cast<const char*>(srcs[p]) + begin * kSize;
     aligned = aligned && reinterpret_cast<uintptr_t>(s.p[p]) % 16 == 0;
   }
-  char* out = static_cast<char*>(dst) + begin * kSize;
+  for (int d = 0; d < ndst; ++d) {
+    out.p[d] = static_cast<char*>(dst[d]) + begin * kSize;
+    aligned = aligned && reinterpret_cast<uintptr_t>(out.p[d]) % 16 == 0;
+  }
   const size_t count = end - begin;
   const size_t nvec = aligned ? count / kWidth : 0;
   if (nvec > 0) {
@@ -183,7 +204,8 @@ void launch_typed(void* dst, const void* const* srcs, int n, size_t begin, size_
   const size_t done = nvec * kWidth;
   if (done < count) {
     for (int p = 0; p < n; ++p) s.p[p] = static_cast<const char*>(s.p[p]) + done * kSize;
-    sum_scalars<T><<<blocks_for(count - done), kThreads, 0, stream>>>(s, n, out + done * kSize, count - done);
+    for (int d = 0; d < ndst; ++d) out.p[d] = static_cast<char*>(out.p[d]) + done * kSize;
+    sum_scalars<T><<<blocks_for(count - done), kThreads, 0, stream>>>(s, n, out, count - done);
     check(cudaGetLastError(), "launching the scalar sum kernel");
   }
 }
@@ -203,13 +225,17 @@ size_t element_size(DataType t) {
   }
 }
 
-void launch_sum(DataType t, void* dst, const void* const* srcs, int n, size_t begin, size_t end, cudaStream_t stream) {
+void launch_sum(DataType t, void* const* dsts, int ndst, const void* const* srcs, int n, size_t begin, size_t end,
+                cudaStream_t stream) {
   if (n < 1 || n > kMaxRanks) throw InvalidArgument("cuda_ipc: launch_sum over " + std::to_string(n) + " sources");
+  if (ndst != 1 && ndst != n) {
+    throw InvalidArgument("cuda_ipc: launch_sum writes into 1 or n buffers, not " + std::to_string(ndst));
+  }
   if (end <= begin) return;
   switch (t) {
-    case DataType::float32: launch_typed<float>(dst, srcs, n, begin, end, stream); break;
-    case DataType::bfloat16: launch_typed<__nv_bfloat16>(dst, srcs, n, begin, end, stream); break;
-    case DataType::float16: launch_typed<__half>(dst, srcs, n, begin, end, stream); break;
+    case DataType::float32: launch_typed<float>(dsts, ndst, srcs, n, begin, end, stream); break;
+    case DataType::bfloat16: launch_typed<__nv_bfloat16>(dsts, ndst, srcs, n, begin, end, stream); break;
+    case DataType::float16: launch_typed<__half>(dsts, ndst, srcs, n, begin, end, stream); break;
     default: throw InvalidArgument("cuda_ipc: all-reduce sums float32, float16 and bfloat16 only");
   }
 }

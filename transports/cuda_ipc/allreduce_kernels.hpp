@@ -20,10 +20,13 @@ constexpr int kMaxRanks = 8;
 bool allreduce_supports(DataType t);
 size_t element_size(DataType t);
 
-// dst[i] = srcs[0][i] + srcs[1][i] + ... + srcs[n-1][i] for i in [begin, end), summed in rank
-// order so that every rank computing the same range gets the same bits. 16-byte vector loads
-// when every pointer and `begin` allow it, a scalar path otherwise. dst may equal srcs[k] only
-// if no other process reads that range meanwhile (the caller's concern). Asynchronous on stream.
-void launch_sum(DataType t, void* dst, const void* const* srcs, int n, size_t begin, size_t end, cudaStream_t stream);
+// dsts[d][i] = srcs[0][i] + srcs[1][i] + ... + srcs[n-1][i] for i in [begin, end) and every
+// d < ndst (ndst is 1 or n), summed in rank order so that every rank computing the same range gets the same
+// bits (several destinations: one rank's slice written straight into every rank's output).
+// 16-byte vector loads and stores when every pointer at `begin` is 16-byte aligned, a scalar
+// path otherwise. A destination may equal a source only if no other process reads that range
+// meanwhile (the caller's concern). Asynchronous on stream.
+void launch_sum(DataType t, void* const* dsts, int ndst, const void* const* srcs, int n, size_t begin, size_t end,
+                cudaStream_t stream);
 
 }  // namespace kolo::cuda_ipc

@@ -9,7 +9,8 @@
 //   3. one-shot: sum all inputs into out.
 //      two-shot: sum slice r of all inputs into out's slice r; record MID, publish, wait for
 //      every peer's MID as in 2; copy slice p from p's out, for every p != r.
-//   4. record DONE (I am done reading your buffers); publish; wait for every peer's DONE as in 2:
+//      two-shot-push: sum slice r of all inputs into slice r of every rank's out.
+//   4. record DONE (I am done reading, or writing, your buffers); publish; wait for every peer's DONE as in 2:
 //      when s gets past this, nobody reads r's buffers any more, so the caller may reuse them.
 // Why each phase has its own event and why the host wait comes first: a stream waits on an
 // event's latest record at the time of the wait call. The host wait guarantees the peer's
@@ -28,6 +29,7 @@ const char* algo_name(Algo a) {
   switch (a) {
     case Algo::kOneShot: return "one-shot";
     case Algo::kTwoShot: return "two-shot";
+    case Algo::kTwoShotPush: return "two-shot-push";
   }
   return "?";
 }
@@ -69,7 +71,7 @@ void IpcComm::close_retired_mappings(int p, cudaStream_t stream) {
 void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
   if (closed_) throw Error("cuda_ipc: all_reduce on a closed communicator");
   if (!allreduce_supports(dtype)) throw InvalidArgument("cuda_ipc: all-reduce sums float32, float16 and bfloat16 only");
-  if (algo != Algo::kOneShot && algo != Algo::kTwoShot) throw InvalidArgument("cuda_ipc: unknown algorithm");
+  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush) throw InvalidArgument("cuda_ipc: unknown algorithm");
   if (algo == Algo::kOneShot && in == out && world_ > 1) {
     throw InvalidArgument("cuda_ipc: one-shot all-reduce cannot run in place (peers read the input it overwrites)");
   }
@@ -119,15 +121,24 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   }
 
   // 3. The kernels.
+  // Slices of the two-shot algorithms start at multiples of 16 bytes, so the vector path holds
+  // for every slice.
+  const size_t width = 16 / esize;
+  const size_t per = (count + world_ - 1) / world_;
+  const size_t slice = (per + width - 1) / width * width;
+  auto begin = [&](int p) { return std::min(count, static_cast<size_t>(p) * slice); };
+  void* mine_out[1] = {out};
   if (count > 0 && algo == Algo::kOneShot) {
-    launch_sum(dtype, out, ins, world_, 0, count, stream);
+    launch_sum(dtype, mine_out, 1, ins, world_, 0, count, stream);
+  } else if (count > 0 && algo == Algo::kTwoShotPush) {
+    // Every rank's output is free: each recorded READY after its earlier work on it, and no
+    // one else writes slice rank_ of it.
+    void* all_outs[kMaxRanks];
+    for (int p = 0; p < world_; ++p) all_outs[p] = outs[p];
+    launch_sum(dtype, all_outs, world_, ins, world_, begin(rank_), begin(rank_ + 1), stream);
+    flags_.publish(kMid, seq_);  // no middle phase: keep the counter in step
   } else if (count > 0) {
-    // Slices start at multiples of 16 bytes, so the vector path holds for every slice.
-    const size_t width = 16 / esize;
-    const size_t per = (count + world_ - 1) / world_;
-    const size_t slice = (per + width - 1) / width * width;
-    auto begin = [&](int p) { return std::min(count, static_cast<size_t>(p) * slice); };
-    launch_sum(dtype, out, ins, world_, begin(rank_), begin(rank_ + 1), stream);
+    launch_sum(dtype, mine_out, 1, ins, world_, begin(rank_), begin(rank_ + 1), stream);
     events_.record(kMid, stream);
     flags_.publish(kMid, seq_);
     handshake(kMid, stream);

@@ -30,6 +30,10 @@ enum class Algo : uint32_t {
   kOneShot = 1,  // every rank reads every rank's whole input: one kernel, for small messages
   kTwoShot = 2,  // reduce-scatter (rank r sums slice r from all inputs) then all-gather (copy
                  // the other slices from the peers' outputs): less traffic, for large messages
+  kTwoShotPush = 3,  // both shots in one kernel: rank r sums slice r from all inputs and writes
+                     // it into every rank's output. The least HBM traffic (2 N S: each input
+                     // read once, each output written once) and no phase between: made for
+                     // ranks that share one GPU's memory.
 };
 const char* algo_name(Algo a);
 
@@ -45,7 +49,8 @@ class IpcComm {
   ~IpcComm();  // if close() was not called: releases locally, without the final handshake
 
   // out[i] = sum over ranks of in[i]. One-shot needs in != out (peers read `in` while this rank
-  // writes `out`); two-shot may run in place.
+  // writes `out`); the two-shot algorithms may run in place (each rank touches only its slice
+  // of the inputs while others may read them).
   void all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream);
 
   // Evicts the registration holding ptr; call before freeing a buffer used in a collective.
