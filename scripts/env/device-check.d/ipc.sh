@@ -4,8 +4,8 @@
 #   prepare_ipc  here: copies IPC_CARRY from BUILD (default build) into $D/build
 #   run_ipc      there: kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
 #                the 256 MiB copy, the kernel alone, one-shot, two-shot and two-shot-push
-#                all-reduce at 8 B,
-#                64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every check), all on GPU 0.
+#                all-reduce at 8 B, 64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every
+#                check), all on GPU 0.
 #                One log, $OUT/ipc.log; one summary line.
 # It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
 # LD_LIBRARY_PATH (libkolo.so.0 from $B); kolorun is in prepare's list already.
