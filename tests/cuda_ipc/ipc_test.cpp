@@ -320,7 +320,7 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
   const double n = g_world;
   for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
-      const int iters = bytes <= (size_t{64} << 10) ? 200 : bytes <= (size_t{16} << 20) ? 50 : 10;
+      const int iters = bytes <= (size_t{64} << 10) ? 100 : bytes <= (size_t{16} << 20) ? 50 : 10;
       double host_us = 0;
       const double t = time_per_call(s, iters, 7, align, [&] {
         comm.all_reduce(in.ptr, out.ptr, bytes / 4, DataType::float32, algo, s);

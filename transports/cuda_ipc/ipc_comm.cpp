@@ -77,19 +77,21 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   }
   const size_t esize = element_size(dtype);
   const size_t bytes = count * esize;
-  ++seq_;
 
-  // 1. Describe the call, then say the input is ready.
+  // 1. Describe the call, then say the input is ready. The lookups may throw (not device
+  // memory): before anything is published, so the sequence stays in step.
+  RegistrationCache::Found fin{0, 0}, fout{0, 0};
+  if (count > 0) {
+    fin = cache_.lookup(in, bytes);
+    fout = cache_.lookup(out, bytes);
+  }
+  ++seq_;
   CallDesc& mine = flags_.my_desc();
   mine = CallDesc{};
-  if (count > 0) {
-    const auto fin = cache_.lookup(in, bytes);
-    const auto fout = cache_.lookup(out, bytes);
-    mine.gen_in = fin.gen;
-    mine.off_in = fin.offset;
-    mine.gen_out = fout.gen;
-    mine.off_out = fout.offset;
-  }
+  mine.gen_in = fin.gen;
+  mine.off_in = fin.offset;
+  mine.gen_out = fout.gen;
+  mine.off_out = fout.offset;
   mine.count = count;
   mine.dtype = static_cast<uint32_t>(dtype);
   mine.algo = static_cast<uint32_t>(algo);
