@@ -5,8 +5,9 @@
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
 // Checks: every element of one-shot, two-shot and two-shot-push all-reduce (float32, bfloat16)
-// at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and the registration cache (reuse, interior pointers,
-// deregister, a freed and reallocated buffer). --bench also measures, on rank 0's stream:
+// at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and
+// the registration cache (reuse, interior pointers, deregister, a freed and reallocated
+// buffer). --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
 //   - the three all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB.
@@ -17,8 +18,10 @@
 //             all-gather, each rank reads and writes N-1 slices of S/N:    2 * (N - 1) * S
 //             total                                                       (3N - 1) * S
 //   two-shot-push: rank r reads slice r of N inputs (S) and writes it into N outputs (S): 2N * S
-// (2 ranks: one-shot 6 S, two-shot 5 S, two-shot-push 4 S; the copy moves 2 S.) The rate reported is that traffic
-// divided by the time per call, and its ratio to the copy's rate is the 80 % target.
+// (2 ranks: one-shot 6 S, two-shot 5 S, two-shot-push 4 S; the copy moves 2 S.) The rate
+// reported is that traffic divided by the time per call, and its ratio to the copy's rate is
+// the 80 % target. The time per call is rank 0's: every call ends waiting for all
+// ranks (ipc_comm.cpp, DONE), so back-to-back calls on one rank pace the whole job.
 // Without a GPU it prints why it skips and exits 0.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -356,7 +359,8 @@ int run(bool do_bench) {
   g_rank = env.rank;
   g_world = env.world_size;
   const char* dev_env = std::getenv("KOLO_IPC_DEVICE");
-  check(cudaSetDevice(dev_env != nullptr ? std::atoi(dev_env) : 0), "cudaSetDevice");
+  const int device = dev_env != nullptr ? std::atoi(dev_env) : 0;
+  check(cudaSetDevice(device), "cudaSetDevice");
   std::shared_ptr<kolo::Store> store;
   if (g_world == 1) {
     store = kolo::make_hash_store();
@@ -371,7 +375,7 @@ int run(bool do_bench) {
   }
   if (g_rank == 0) {
     cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     std::printf("[==========] kolo-ipc-test: %d ranks on %s\n", g_world, prop.name);
     std::fflush(stdout);
   }
