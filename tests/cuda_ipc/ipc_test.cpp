@@ -1,6 +1,7 @@
 // kolo-ipc-test: the CUDA IPC all-reduce (transports/cuda_ipc) across real processes sharing
 // one GPU. Launch it with kolorun (RANK, WORLD_SIZE, MASTER_ADDR/PORT); every rank uses device
-// KOLO_IPC_DEVICE (default 0).
+// KOLO_IPC_DEVICE (default 0). KOLO_IPC_HOST_ORDERED=1 orders the calls on the host instead of
+// with IPC events (IpcComm::Options::host_ordered), to tell the two kinds of fault apart.
 //
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
@@ -359,6 +360,8 @@ int run(bool do_bench) {
   g_rank = env.rank;
   g_world = env.world_size;
   const char* dev_env = std::getenv("KOLO_IPC_DEVICE");
+  const char* host_env = std::getenv("KOLO_IPC_HOST_ORDERED");
+  const bool host_ordered = host_env != nullptr && std::strcmp(host_env, "1") == 0;
   const int device = dev_env != nullptr ? std::atoi(dev_env) : 0;
   check(cudaSetDevice(device), "cudaSetDevice");
   std::shared_ptr<kolo::Store> store;
@@ -376,7 +379,8 @@ int run(bool do_bench) {
   if (g_rank == 0) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    std::printf("[==========] kolo-ipc-test: %d ranks on %s\n", g_world, prop.name);
+    std::printf("[==========] kolo-ipc-test: %d ranks on %s, %s\n", g_world, prop.name,
+                host_ordered ? "host-ordered (KOLO_IPC_HOST_ORDERED=1, no IPC event waits)" : "ordered by IPC events");
     std::fflush(stdout);
   }
   cudaStream_t s;
@@ -385,6 +389,7 @@ int run(bool do_bench) {
     IpcComm::Options opts;
     opts.prefix = "ipc-test";
     opts.timeout = std::chrono::seconds(30);
+    opts.host_ordered = host_ordered;
     IpcComm comm(store, g_rank, g_world, opts);
     correctness(comm, s);
     if (do_bench) run_case("IpcBench.all", [&] { bench(comm, *store, s); return std::string(); });

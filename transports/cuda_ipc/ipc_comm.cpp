@@ -40,7 +40,8 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
       world_(world),
       opts_(std::move(opts)),
       flags_(*store_, opts_.prefix, rank, world, opts_.timeout),
-      events_(*store_, opts_.prefix, rank, world, opts_.timeout),
+      events_(opts_.host_ordered ? nullptr
+                                 : std::make_unique<IpcEvents>(*store_, opts_.prefix, rank, world, opts_.timeout)),
       cache_(*store_, opts_.prefix, rank, flags_),
       mappings_(*store_, opts_.prefix) {}
 
@@ -50,8 +51,19 @@ void IpcComm::handshake(Phase phase, cudaStream_t stream) {
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
     flags_.wait(p, phase, seq_);
-    events_.wait(p, phase, stream);
+    if (events_) events_->wait(p, phase, stream);
   }
+}
+
+void IpcComm::signal(Phase phase, cudaStream_t stream) {
+  if (opts_.host_ordered) {
+    // The diagnostic mode: the phase is published only once this rank's work before it is
+    // complete, so the peers need no GPU-side wait at all.
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (host-ordered mode)");
+  } else {
+    events_->record(phase, stream);
+  }
+  flags_.publish(phase, seq_);
 }
 
 void IpcComm::close_retired_mappings(int p, cudaStream_t stream) {
@@ -95,8 +107,7 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   mine.count = count;
   mine.dtype = static_cast<uint32_t>(dtype);
   mine.algo = static_cast<uint32_t>(algo);
-  events_.record(kReady, stream);
-  flags_.publish(kReady, seq_);
+  signal(kReady, stream);
 
   // 2. Every peer's input, mapped here, once its READY for this call is enqueued.
   const void* ins[kMaxRanks] = {};
@@ -119,7 +130,7 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
       ins[p] = mappings_.get(p, d.gen_in) + d.off_in;
       outs[p] = mappings_.get(p, d.gen_out) + d.off_out;
     }
-    events_.wait(p, kReady, stream);
+    if (events_) events_->wait(p, kReady, stream);
   }
 
   // 3. The kernels.
@@ -141,8 +152,7 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
     flags_.publish(kMid, seq_);  // no middle phase: keep the counter in step
   } else if (count > 0) {
     launch_sum(dtype, mine_out, 1, ins, world_, begin(rank_), begin(rank_ + 1), stream);
-    events_.record(kMid, stream);
-    flags_.publish(kMid, seq_);
+    signal(kMid, stream);
     handshake(kMid, stream);
     for (int p = 0; p < world_; ++p) {
       if (p == rank_ || begin(p + 1) == begin(p)) continue;
@@ -156,8 +166,7 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   }
 
   // 4. Done reading the peers' buffers; the stream goes on once they are done with ours.
-  events_.record(kDone, stream);
-  flags_.publish(kDone, seq_);
+  signal(kDone, stream);
   handshake(kDone, stream);
 }
 

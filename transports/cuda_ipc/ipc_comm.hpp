@@ -42,6 +42,10 @@ class IpcComm {
   struct Options {
     std::string prefix = "cuda_ipc";  // store keys; distinct per communicator of one job
     std::chrono::milliseconds timeout{120000};  // each host wait and store wait
+    // Diagnostic: order calls on the host alone (each phase published once this rank's stream
+    // has finished the work before it; no IPC event waits). Slow, but it tells a fault of the
+    // event ordering apart from one of the shared memory or the kernels.
+    bool host_ordered = false;
   };
   // Collective. The current CUDA device must be the one the buffers live on.
   IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts);
@@ -71,12 +75,14 @@ class IpcComm {
   // Waits (host) for every peer's `phase` of the current call, then makes `stream` wait (GPU)
   // on each peer's event for it.
   void handshake(Phase phase, cudaStream_t stream);
+  // This rank reached `phase` on `stream`: records its event, then publishes the phase.
+  void signal(Phase phase, cudaStream_t stream);
 
   std::shared_ptr<Store> store_;
   int rank_, world_;
   Options opts_;
   HostFlags flags_;
-  IpcEvents events_;
+  std::unique_ptr<IpcEvents> events_;  // none in the host-ordered mode
   RegistrationCache cache_;
   PeerMappings mappings_;
   uint64_t seq_ = 0;
