@@ -379,7 +379,10 @@ int run(bool do_bench) {
   if (g_rank == 0) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    std::printf("[==========] kolo-ipc-test: %d ranks on %s, %s\n", g_world, prop.name,
+    // Compute mode 0 is shared; 3 (exclusive process) would refuse every rank but the first.
+    int mode = -1;
+    (void)cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
+    std::printf("[==========] kolo-ipc-test: %d ranks on %s (compute mode %d), %s\n", g_world, prop.name, mode,
                 host_ordered ? "host-ordered (KOLO_IPC_HOST_ORDERED=1, no IPC event waits)" : "ordered by IPC events");
     std::fflush(stdout);
   }
