@@ -1,0 +1,63 @@
+# Sourced by scripts/env/device-check.sh (bash): the CUDA IPC step (issue 44). Defines
+#   IPC_CARRY    the built files this step needs beyond prepare's list, relative to the build
+#                folder (prepare copies them to .devcarry/build/, or call prepare_ipc BUILD after it)
+#   prepare_ipc  here: copies IPC_CARRY from BUILD (default build) into $D/build
+#   run_ipc      there: kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
+#                the 256 MiB copy, the kernel alone, one-shot, two-shot and two-shot-push
+#                all-reduce at 8 B, 64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every
+#                check), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
+#                (KOLO_IPC_HOST_ORDERED=1).
+#                One log, $OUT/ipc.log; one summary line.
+# It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
+# LD_LIBRARY_PATH (libkolo.so.0 from $B); kolorun is in prepare's list already.
+IPC_CARRY=(tests/cuda_ipc/kolo-ipc-test)
+
+prepare_ipc() {
+  local build=${1:-build} f
+  for f in "${IPC_CARRY[@]}"; do
+    [ -e "$build/$f" ] || { echo "device-check: $build/$f missing (build with -Dcuda=enabled)" >&2; return 1; }
+    mkdir -p "$D/build/$(dirname "$f")" && cp "$build/$f" "$D/build/$f" && strip "$D/build/$f"
+  done
+}
+
+run_ipc() {
+  step "cuda_ipc: kolo-ipc-test, 2 ranks (+ bench), 3 and 4 ranks on one GPU"
+  local exe=$B/tests/cuda_ipc/kolo-ipc-test log=$OUT/ipc.log line="ipc:"
+  if [ ! -x "$exe" ] || [ ! -x "$B/tools/kolorun/kolorun" ]; then
+    summary+=("ipc: $exe or kolorun missing (prepare_ipc, carry .devcarry)"); return
+  fi
+  : > "$log"
+  # Bounds: 40 + 25 + 25 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill: under
+  # 120 s even if every run hangs (a rank's own waits give up after 30 s, and kolorun then
+  # stops the others, so a hang usually ends in a message before the bound).
+  ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
+    local label=$1 limit=$2 n=$3 t0 rc; shift 3
+    local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    echo "== $label: kolorun -n $n kolo-ipc-test $* ${envs[*]} (timeout $limit s)" >> "$log"
+    t0=$(date +%s)
+    env "${envs[@]}" timeout -k 2 "$limit" "$B/tools/kolorun/kolorun" -n "$n" "$exe" "$@" >> "$log" 2>&1
+    rc=$?
+    echo "== $label: rc=$rc in $(( $(date +%s) - t0 )) s" >> "$log"
+    line+=" $label rc=$rc"
+    return $rc
+  }
+  local bad=0
+  ipc_run 2r 40 2 -- --bench || bad=1
+  ipc_run 3r 25 3 -- || bad=1
+  ipc_run 4r 25 4 -- || bad=1
+  # Something failed: once more at 2 ranks ordered on the host alone (no IPC event waits), which
+  # tells a fault of the event ordering apart from one of the mapped memory or the kernels.
+  if [ $bad = 1 ] || grep -qE '^\[  FAILED  \]' "$log"; then
+    ipc_run 2r-host-ordered 20 2 KOLO_IPC_HOST_ORDERED=1 --
+  fi
+  local passed failed skipped
+  passed=$(grep -cE '^\[       OK \]' "$log")
+  failed=$(grep -cE '^\[  FAILED  \]' "$log")
+  skipped=$(grep -cE '^\[  SKIPPED \]' "$log")
+  line+=" (OK lines $passed, FAILED lines $failed, SKIPPED lines $skipped)"
+  # The measured targets: the copy's rate, and per algorithm the 8 B time and the 256 MiB ratio.
+  line+=" $(grep -hoE '^BENCH copy .*' "$log" | head -1)"
+  line+=" $(grep -hE '^SUMMARY ipc' "$log" | sed -E 's/^SUMMARY ipc allreduce //; s/ \(target.*//' | tr '\n' ';')"
+  summary+=("$line")
+  grep -E '^(BENCH|SUMMARY|\[  FAILED|\[  PASSED|\[  SKIPPED|== )' "$log"
+}

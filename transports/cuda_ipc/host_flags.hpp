@@ -1,0 +1,66 @@
+// The host half of the cross-process handshake: a small POSIX shared-memory segment that the
+// ranks of one node map, holding per rank a sequence number per phase, the descriptor of its
+// current call and a ring of retired registrations.
+//
+// Why it exists: an IPC event alone cannot order two processes. cudaStreamWaitEvent waits for
+// the event's most recent cudaEventRecord *at the time of the wait call*; if the peer has not
+// yet recorded call k, a wait issued now would wait on call k-1 and the kernel would read a
+// buffer that is not ready. So a rank first learns here (on the CPU, through shared memory, in
+// well under a microsecond once the peer got there) that the peer's record for call k was
+// issued, and only then enqueues the wait. Nothing on the GPU ever spins on these flags.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "kolo/store.hpp"
+
+namespace kolo::cuda_ipc {
+
+// The phases of one call that peers wait for, each with its own IPC event (ipc_events.hpp),
+// plus kBye, the last handshake before the events are destroyed.
+enum Phase : int { kReady = 0, kMid = 1, kDone = 2, kBye = 3, kNumPhases = 4 };
+constexpr int kNumEventPhases = 3;  // kReady, kMid, kDone
+constexpr int kRetireRing = 256;
+
+// What a rank says about its current call: which registrations (generation numbers, see
+// registration_cache.hpp) and offsets its input and output are at, and the call's shape, which
+// every peer checks against its own so that mismatched calls fail instead of reading garbage.
+struct CallDesc {
+  uint64_t gen_in = 0, off_in = 0, gen_out = 0, off_out = 0;
+  uint64_t count = 0;
+  uint32_t dtype = 0, algo = 0;
+};
+
+class HostFlags {
+ public:
+  // Collective: rank 0 creates the segment and publishes its name under "<prefix>/shm"; the
+  // others open it; rank 0 unlinks the name once all have mapped it (nothing left in /dev/shm).
+  HostFlags(Store& store, const std::string& prefix, int rank, int world, std::chrono::milliseconds timeout);
+  ~HostFlags();
+  HostFlags(const HostFlags&) = delete;
+  HostFlags& operator=(const HostFlags&) = delete;
+
+  // This rank reached `phase` of call `seq` (its event record for it is issued).
+  void publish(Phase phase, uint64_t seq);
+  // Until `peer` published `phase` with a number >= seq; throws TimeoutError after the timeout.
+  void wait(int peer, Phase phase, uint64_t seq) const;
+
+  CallDesc& my_desc();
+  const CallDesc& desc(int peer) const;
+
+  // This rank's registration `gen` is gone: peers close their mappings of it.
+  void retire(uint64_t gen);
+  uint64_t retired_count(int peer) const;
+  uint64_t retired_at(int peer, uint64_t index) const;
+
+ private:
+  struct Segment;
+  Segment* seg_ = nullptr;
+  size_t bytes_ = 0;
+  int rank_, world_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace kolo::cuda_ipc
