@@ -11,6 +11,7 @@
 # It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
 # LD_LIBRARY_PATH (libkolo.so.0 from $B); kolorun is in prepare's list already.
 IPC_CARRY=(tests/cuda_ipc/kolo-ipc-test)
+CARRY_ipc=("${IPC_CARRY[@]}")  # what device-check.sh's prepare reads
 
 prepare_ipc() {
   local build=${1:-build} f
