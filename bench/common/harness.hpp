@@ -9,6 +9,7 @@
 
 #include "backend.hpp"
 #include "common_options.hpp"
+#include "device_memory.hpp"
 #include "elements.hpp"
 
 namespace kolo::bench {
@@ -38,6 +39,10 @@ struct SweepOptions : CommonOptions {
 // each rank's device, as "[kolo] algo auto transport tcp"), measures, writes -J / --json / --csv
 // there and returns kExitOk or kExitTestFailure (7: wrong results or below the floor). Throws
 // UsageError for a root outside the group or a bitwise operator asked for on a floating type.
-int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag);
+// device (kolo-perf -g 1; nullptr: host memory): the buffers the backend runs on are device
+// memory; the values are written and checked in host images copied to and from it, and each
+// rank's GPU is named on its "Using devices" line and in the JSON files.
+int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag,
+                  DeviceMemory* device = nullptr);
 
 }  // namespace kolo::bench
