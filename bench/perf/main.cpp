@@ -26,14 +26,14 @@ namespace {
 using kolo::bench::kExitError;
 using kolo::bench::kExitUsage;
 
-int run(const kolo::perf::PerfOptions& o, std::shared_ptr<kolo::ProcessGroup>& group) {
+int run(const kolo::perf::PerfOptions& o, std::unique_ptr<kolo::bench::DeviceMemory>& device,
+        std::shared_ptr<kolo::ProcessGroup>& group) {
   kolo::GroupOptions go;
   go.timeout = o.timeout;
   go.transport = o.transport;
   // Before joining the group: a machine without a GPU fails every rank alike, at once and
   // quietly (the launcher ends a job whose rank failed). Throws DeviceUnavailable: never a host
   // run instead.
-  std::unique_ptr<kolo::bench::DeviceMemory> device;
   if (o.gpus > 0) device = kolo::bench::open_cuda_device(kolo::read_launch_env().local_rank, o.gpus);
   group = kolo::init_from_env(go);
   if (o.collective == "sendrecv" && group->size() < 2)
@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
     std::printf("%s", kolo::perf::usage_text(argv[0]).c_str());
     return 0;
   }
+  // The device (its stream) outlives the group: after a failure the abort below still finds the
+  // stream that operations were issued on.
+  std::unique_ptr<kolo::bench::DeviceMemory> device;
   std::shared_ptr<kolo::ProcessGroup> group;
   const auto fail = [&](const char* kind, const char* what, int code) {
     const std::string who = group ? "rank " + std::to_string(group->rank()) + ": " : std::string();
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
     return code;
   };
   try {
-    return run(o, group);
+    return run(o, device, group);
   } catch (const kolo::perf::UsageError& e) {
     return fail("", e.what(), kExitUsage);
   } catch (const kolo::Error& e) {
