@@ -2,7 +2,9 @@
 // kolo-perf-gloo with theirs, backend.hpp): the sweep over every requested type x operator x
 // size, out-of-place then in-place, each warmed up (before the out-of-place column), timed
 // (timing_loop.hpp), combined across ranks (-a) and checked element by element (-c N), with
-// nccl-tests' table on rank 0 and -J / --json / --csv (report.hpp).
+// nccl-tests' table on rank 0 and -J / --json / --csv (report.hpp). With a DeviceMemory
+// (kolo-perf -g 1) the backend runs on device buffers and the values are filled and checked in
+// host images copied to and from them (device_memory.hpp).
 #pragma once
 #include <string>
 #include <vector>
