@@ -88,7 +88,13 @@ void gpu_only(CommonOptions& o, const std::string& flag, const std::string& valu
 void apply_common(CommonOptions& o, int code, const std::string& flag, const std::string& value) {
   switch (code) {
     case 't': gpu_only(o, flag, value, 1, 1024, 1, "one rank per process; start more ranks with the launcher (kolorun -n)"); break;
-    case 'g': gpu_only(o, flag, value, 1, 1024, 1, "no GPUs: one rank per process; start more ranks with the launcher (kolorun -n)"); break;
+    case 'g':
+      if (o.own_gpu_flags) {
+        o.gpus = to_int(value, flag, 0, 1024);
+      } else {
+        gpu_only(o, flag, value, 1, 1024, 1, "no GPUs: one rank per process; start more ranks with the launcher (kolorun -n)");
+      }
+      break;
     case 'b': o.min_bytes = parse_size(value, "-b"); break;
     case 'e': o.max_bytes = parse_size(value, "-e"); break;
     case 'i': o.step_bytes = parse_size(value, "-i"); break;
@@ -110,7 +116,13 @@ void apply_common(CommonOptions& o, int code, const std::string& flag, const std
       o.blocking = o.blocking_mode != Blocking::none;
       break;
     case 'y': gpu_only(o, flag, value, 0, 1, 0, "no CUDA streams on a CPU"); break;
-    case 'G': gpu_only(o, flag, value, 0, kIntMax, 0, "no CUDA graphs on a CPU: every operation is issued on its own"); break;
+    case 'G':
+      if (o.own_gpu_flags) {
+        o.cuda_graph = to_int(value, flag, 0);
+      } else {
+        gpu_only(o, flag, value, 0, kIntMax, 0, "no CUDA graphs on a CPU: every operation is issued on its own");
+      }
+      break;
     case 'C': o.report_cputime = to_int(value, flag, 0, 1) != 0; break;
     case 'S': o.report_timestamps = to_int(value, flag, 0, 1) != 0; break;
     case 'J':
@@ -261,7 +273,16 @@ void parse_common(int argc, char** argv, CommonOptions& o, const std::vector<Ext
 
 std::string version_line(const std::string& program) { return base_name(program) + " (kolo) " + KOLO_VERSION; }
 
-std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help) {
+std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help, bool own_gpu_flags) {
+  // A program with device memory (kolo-perf) describes -g and -G itself.
+  const std::string gpu_flags =
+      own_gpu_flags ? "  -t, --nthreads, -p, --parallel_init, -y, --stream_null,\n"
+                    : "  -t, --nthreads, -g, --ngpus, -p, --parallel_init, -y, --stream_null, -G, --cudagraph,\n";
+  const std::string gpu_effect =
+      own_gpu_flags ? "                            nccl-tests' GPU flags: accepted, noted on a '#' line, no effect\n"
+                    : "                            nccl-tests' GPU flags: accepted, noted on a '#' line, no effect:\n"
+                      "                            buffers are host memory, one rank per process (-g 2 still runs one\n"
+                      "                            rank; start ranks with the launcher: kolorun -n 2)\n";
   return "  -b, --minbytes N          smallest size in bytes (K/M/G suffixes, fractions: 1.5K; default 32M)\n"
          "  -e, --maxbytes N          largest size in bytes (default 32M)\n"
          "  -i, --stepbytes N         add N bytes per step when -f is not given (default 1M)\n"
@@ -283,12 +304,10 @@ std::string common_usage_lines(const std::string& dtype_help, const std::string&
          "  -I, --per_iter_timing 0|1 time every iteration too (waits for each; i_min i_max i_p99 i_cv%)\n"
          "  -K, --per_iter_skip N     leave the first N iterations out of the -I statistics\n"
          "  -J, --output_file FILE    write nccl-tests' JSON document (FILE must end in .json; rank 0)\n"
-         "  -t, --nthreads, -g, --ngpus, -p, --parallel_init, -y, --stream_null, -G, --cudagraph,\n"
+         + gpu_flags +
          "  -R, --local_register, -x, --cta_policy, -D, --device_implementation,\n"
          "  -V, --device_cta_count, -M, --memory\n"
-         "                            nccl-tests' GPU flags: accepted, noted on a '#' line, no effect:\n"
-         "                            buffers are host memory, one rank per process (-g 2 still runs one\n"
-         "                            rank; start ranks with the launcher: kolorun -n 2)\n"
+         + gpu_effect +
          "      --json FILE           also write every row as kolo's JSON (rank 0)\n"
          "      --csv FILE            also write every row as CSV (rank 0)\n"
          "      --min-bw GBS          exit 7 when the average bus bandwidth is below 0.9 x GBS GB/s\n"

@@ -1,7 +1,8 @@
 // The command line every benchmark program shares: every flag of nccl-tests (same letters, long
 // names, defaults and meaning, parsed with getopt_long as nccl-tests does) plus --json, --csv and
 // --min-bw. Flags that mean nothing on a CPU (-G, -R, -y, ...) are accepted and leave a note
-// that the table's preamble prints on a "#" line. Each program adds its own flags (kolo-perf:
+// that the table's preamble prints on a "#" line (kolo-perf, which has device memory, takes -g
+// and -G itself: own_gpu_flags). Each program adds its own flags (kolo-perf:
 // --algo, --transport, -T; the peers: --algo, --store-dir, -T) through ExtraFlags, and turns the
 // -d / -o text into its own types.
 #pragma once
@@ -46,6 +47,11 @@ struct CommonOptions {
   std::string json_path;           // --json FILE: kolo's JSON rows (rank 0 writes it)
   std::string csv_path;            // --csv FILE: every row as CSV
   double min_bw = 0;               // --min-bw GB/s, NCCL_TESTS_MIN_BW or KOLO_PERF_MIN_BW; 0: no floor
+  // Set by a program that measures device memory (kolo-perf) before parsing: -g and -G are then
+  // read into gpus and cuda_graph, for the program to act on, instead of being noted.
+  bool own_gpu_flags = false;
+  int gpus = 0;        // -g (own_gpu_flags): GPUs per process; 0 (kolo's default): host memory
+  int cuda_graph = 0;  // -G (own_gpu_flags): CUDA graph launches per iteration
   bool help = false;
   bool version = false;            // --version: print version_line() and exit 0 (the program does)
   std::vector<std::string> notes;  // why an accepted flag changes nothing here (printed as "# ...")
@@ -81,6 +87,7 @@ std::string program_of_collective(const std::string& collective);
 std::string version_line(const std::string& program);
 
 // The usage lines of the common flags (program-specific lines go after them).
-std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help);
+// own_gpu_flags: leave -g and -G out of the GPU flags that have no effect (the program's own).
+std::string common_usage_lines(const std::string& dtype_help, const std::string& op_help, bool own_gpu_flags = false);
 
 }  // namespace kolo::bench

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "check.hpp"
+#include "device_memory.hpp"
 #include "report.hpp"
 #include "sizes.hpp"
 #include "timing_loop.hpp"
@@ -87,20 +88,38 @@ AlignedBytes allocate(size_t bytes) {
   return AlignedBytes(p);
 }
 
-// Every rank's pid and host, for the "Using devices" lines.
-std::vector<RankDescription> describe_ranks(Backend& backend) {
-  constexpr size_t kRecord = 64;
+// Every rank's pid, host and (-g 1) GPU, for the "Using devices" lines: one record per rank,
+// its fields separated by tabs (no host or GPU name has one).
+std::vector<RankDescription> describe_ranks(Backend& backend, const DeviceInfo* device) {
+  constexpr size_t kRecord = 256;
   std::vector<char> mine(kRecord, '\0');
-  char host[kRecord - 16] = {};
+  char host[64] = {};
   gethostname(host, sizeof host - 1);
-  std::snprintf(mine.data(), kRecord, "%d %s", static_cast<int>(getpid()), host);
+  std::snprintf(mine.data(), kRecord, "%d\t%s\t%d\t%s\t%s\t%s", static_cast<int>(getpid()), host,
+                device ? device->index : -1, device ? device->pci.c_str() : "", device ? device->bus_id.c_str() : "",
+                device ? device->name.c_str() : "");
   const std::vector<char> all = backend.allgather_bytes(mine);
   std::vector<RankDescription> ranks;
   for (int r = 0; r < backend.size(); ++r) {
     const char* record = all.data() + kRecord * static_cast<size_t>(r);
     const std::string text(record, strnlen(record, kRecord));
-    const size_t space = text.find(' ');
-    ranks.push_back({r, std::atoi(text.c_str()), space == std::string::npos ? "?" : text.substr(space + 1)});
+    std::vector<std::string> f;
+    for (size_t start = 0;;) {
+      const size_t tab = text.find('\t', start);
+      f.push_back(text.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+      if (tab == std::string::npos) break;
+      start = tab + 1;
+    }
+    f.resize(6);
+    RankDescription d;
+    d.rank = r;
+    d.pid = std::atoi(f[0].c_str());
+    d.host = f[1].empty() ? "?" : f[1];
+    d.device = f[2].empty() ? -1 : std::atoi(f[2].c_str());
+    d.device_pci = f[3];
+    d.device_bus_id = f[4];
+    d.device_name = f[5];
+    ranks.push_back(d);
   }
   return ranks;
 }
@@ -118,15 +137,27 @@ struct RowSetup {
 
 class Sweep {
  public:
-  Sweep(Backend& backend, const SweepOptions& o, const std::string& program, Reporter& report)
-      : backend_(backend), o_(o), program_(program), report_(report) {}
+  Sweep(Backend& backend, const SweepOptions& o, const std::string& program, Reporter& report, DeviceMemory* device)
+      : backend_(backend), o_(o), program_(program), report_(report), device_(device) {}
+  ~Sweep() {
+    if (device_ == nullptr) return;
+    device_->release(device_send_);
+    device_->release(device_recv_);
+  }
 
   void run() {
     const CollectiveSpec& spec = find_collective(o_.collective);
     // -u shifts the buffers by up to unalign elements of the widest type (8 bytes).
     const size_t slack = o_.unaligns ? static_cast<size_t>(o_.unalign) * 8 : 0;
-    send_ = allocate(o_.max_bytes + slack);
-    recv_ = allocate(o_.max_bytes + slack);
+    capacity_ = o_.max_bytes + slack;
+    send_ = allocate(capacity_);
+    recv_ = allocate(capacity_);
+    if (device_ != nullptr) {
+      // -g 1: the collectives run on these; send_ and recv_ stay as the host images that the
+      // values are written to and checked in, copied over before and back after each check run.
+      device_send_ = device_->allocate(capacity_);
+      device_recv_ = device_->allocate(capacity_);
+    }
     // Data movement takes no operator: one pass, printed as "none".
     const std::vector<RedOp> ops = spec.reduces ? o_.ops : std::vector<RedOp>{RedOp::sum};
     const int cycles = o_.repeats_cycles ? o_.run_cycles : 1;
@@ -156,6 +187,7 @@ class Sweep {
     const size_t shift = o_.unaligns ? static_cast<size_t>(o_.unalign) * elem : 0;
     const RowSetup row{spec, type, op, shape, row_bytes, static_cast<char*>(send_.get()) + shift,
                        static_cast<char*>(recv_.get()) + shift};
+    device_extent_ = shift + row_bytes;  // what the row's placements can touch in each buffer
     report_.begin_row(spec.name, row_bytes, shape.param_count, element_name(type),
                       spec.reduces ? redop_name(op) : "none", spec.rooted ? o_.root : -1);
     try {
@@ -173,9 +205,14 @@ class Sweep {
     const Placement where = backend_.place(spec, row.shape, element_size(row.type), o_.root, in_place, row.send_base,
                                            row.recv_base);
     const CheckContext context{&spec, row.shape, row.type, backend_.rank(), backend_.size(), o_.root, in_place};
+    // -g 1: the same placement over the device buffers (the host images' offsets).
+    const Placement run_where = device_ == nullptr ? where : on_device(where);
     const std::unique_ptr<PreparedRun> run =
-        backend_.prepare({&spec, row.type, row.op, o_.root, row.shape, in_place, where});
-    if (o_.fill_before_timing) fill_for_timing(context, where);
+        backend_.prepare({&spec, row.type, row.op, o_.root, row.shape, in_place, run_where});
+    if (o_.fill_before_timing) {
+      fill_for_timing(context, where);
+      copy_to_device();
+    }
     if (!in_place) run->run_and_wait(o_.warmup_iters);
     std::vector<double> iteration_seconds;
     backend_.barrier();
@@ -237,31 +274,64 @@ class Sweep {
     ++salt_;  // every rank counts the same way, so all agree on the values
     const ValuePlan plan(context.type, context.spec->reduces ? &op : nullptr, backend_.size(), salt_);
     fill_inputs(context, where, plan);
-    run.run_and_wait(1);
+    copy_to_device();
+    run.run_and_wait(1);  // device memory: returns with the result in place (KoloBackend)
+    copy_to_host();
     if (o_.inject_wrong) spoil_first_output(context, where);
     const double local_wrong = static_cast<double>(count_wrong(context, where, plan, program_.c_str()));
     return static_cast<int64_t>(backend_.reduce_double(local_wrong, Combine::sum));
+  }
+
+  // The host placement moved onto the device buffers: each pointer at its offset in its base.
+  Placement on_device(const Placement& host) const {
+    const auto move = [this](void* p) -> void* {
+      if (p == nullptr) return nullptr;
+      auto* c = static_cast<char*>(p);
+      auto* send = static_cast<char*>(send_.get());
+      const bool in_send = c >= send && c <= send + capacity_;
+      return static_cast<char*>(in_send ? device_send_ : device_recv_) +
+             (c - static_cast<char*>(in_send ? send_.get() : recv_.get()));
+    };
+    return Placement{move(host.send), host.send_count, move(host.recv), host.recv_count};
+  }
+  // Whole buffers up to the row's extent: simpler than tracking which placement reads what, and
+  // never timed.
+  void copy_to_device() {
+    if (device_ == nullptr) return;
+    device_->to_device(device_send_, send_.get(), device_extent_);
+    device_->to_device(device_recv_, recv_.get(), device_extent_);
+  }
+  void copy_to_host() {
+    if (device_ == nullptr) return;
+    device_->to_host(send_.get(), device_send_, device_extent_);
+    device_->to_host(recv_.get(), device_recv_, device_extent_);
   }
 
   Backend& backend_;
   const SweepOptions& o_;
   const std::string& program_;
   Reporter& report_;
+  DeviceMemory* device_;  // -g 1, else nullptr (host memory)
+  size_t capacity_ = 0;  // bytes in each buffer
   AlignedBytes send_;
   AlignedBytes recv_;
+  void* device_send_ = nullptr;
+  void* device_recv_ = nullptr;
+  size_t device_extent_ = 0;
   uint64_t salt_ = 0;
 };
 
 }  // namespace
 
-int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag) {
+int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag,
+                  DeviceMemory* device) {
   if (o.root >= backend.size())
     throw UsageError("-r " + std::to_string(o.root) + " is not a rank of this " + std::to_string(backend.size()) +
                      "-rank job");
-  const auto ranks = describe_ranks(backend);
+  const auto ranks = describe_ranks(backend, device != nullptr ? &device->info() : nullptr);
   Reporter report(backend.rank() == 0, {program, backend.library(), backend.size()}, o);
   report.preamble(ranks, device_tag);
-  Sweep(backend, o, program, report).run();
+  Sweep(backend, o, program, report, device).run();
   return report.finish();
 }
 

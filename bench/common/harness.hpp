@@ -2,13 +2,16 @@
 // kolo-perf-gloo with theirs, backend.hpp): the sweep over every requested type x operator x
 // size, out-of-place then in-place, each warmed up (before the out-of-place column), timed
 // (timing_loop.hpp), combined across ranks (-a) and checked element by element (-c N), with
-// nccl-tests' table on rank 0 and -J / --json / --csv (report.hpp).
+// nccl-tests' table on rank 0 and -J / --json / --csv (report.hpp). With a DeviceMemory
+// (kolo-perf -g 1) the backend runs on device buffers and the values are filled and checked in
+// host images copied to and from them (device_memory.hpp).
 #pragma once
 #include <string>
 #include <vector>
 
 #include "backend.hpp"
 #include "common_options.hpp"
+#include "device_memory.hpp"
 #include "elements.hpp"
 
 namespace kolo::bench {
@@ -38,6 +41,10 @@ struct SweepOptions : CommonOptions {
 // each rank's device, as "[kolo] algo auto transport tcp"), measures, writes -J / --json / --csv
 // there and returns kExitOk or kExitTestFailure (7: wrong results or below the floor). Throws
 // UsageError for a root outside the group or a bitwise operator asked for on a floating type.
-int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag);
+// device (kolo-perf -g 1; nullptr: host memory): the buffers the backend runs on are device
+// memory; the values are written and checked in host images copied to and from it, and each
+// rank's GPU is named on its "Using devices" line and in the JSON files.
+int run_benchmark(Backend& backend, const SweepOptions& o, const std::string& program, const std::string& device_tag,
+                  DeviceMemory* device = nullptr);
 
 }  // namespace kolo::bench

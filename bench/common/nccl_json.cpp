@@ -136,9 +136,11 @@ void write_nccl_json(const std::string& path, const NcclJsonRun& run) {
     d["group"] = 0;
     d["pid"] = r.pid;
     d["hostname"] = r.host;
-    d["device"] = r.local_index;
-    d["device_hex"] = "0000:00:00";
-    d["device_info"] = run.device_info;
+    // -g 1: the rank's GPU as nccl-tests writes it (index, "%04x:%02x:%02x", name).
+    const bool gpu = r.device >= 0;
+    d["device"] = gpu ? r.device : r.local_index;
+    d["device_hex"] = gpu ? r.device_pci : "0000:00:00";
+    d["device_info"] = gpu ? r.device_name : run.device_info;
     devices.push_back(d);
   }
   config["devices"] = devices;

@@ -139,8 +139,14 @@ void Reporter::preamble(const std::vector<RankDescription>& ranks, const std::st
   for (const std::string& note : o_.notes) std::printf("# %s\n", note.c_str());
   std::printf("#\n# Using devices\n");
   for (const RankDescription& r : ranks_) {
-    std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [0000:00:00] %s\n", r.rank, 0, r.pid,
-                r.host.c_str(), r.local_index, device_tag_.c_str());
+    // -g 1: nccl-tests' line for a GPU, its CUDA index, PCI address and name.
+    if (r.device >= 0) {
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n", r.rank, 0, r.pid, r.host.c_str(),
+                  r.device, r.device_pci.c_str(), r.device_name.c_str());
+    } else {
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [0000:00:00] %s\n", r.rank, 0, r.pid,
+                  r.host.c_str(), r.local_index, device_tag_.c_str());
+    }
   }
   const char* time_label = o_.report_cputime ? "cputime" : "time";
   const int stamp_pad = o_.report_timestamps ? 19 : 0;
@@ -264,6 +270,16 @@ void Reporter::write_json(const std::string& path) const {
   head["warmup_iters"] = o_.warmup_iters;
   head["check"] = o_.check;
   head["blocking"] = o_.blocking;
+  // Where the buffers were (-g 1: "device", and each rank's GPU), so host and GPU runs never mix.
+  const bool gpu = !ranks_.empty() && ranks_.front().device >= 0;
+  head["memory"] = gpu ? "device" : "host";
+  if (gpu) {
+    Json devices = Json::array();
+    for (const RankDescription& r : ranks_)
+      devices.push_back({{"rank", r.rank}, {"host", r.host}, {"device", r.device}, {"bus_id", r.device_bus_id},
+                         {"name", r.device_name}});
+    head["devices"] = devices;
+  }
   head["total_wrong"] = total_wrong_;
   head["avg_busbw_gbs"] = finite(average_busbw());
   head["min_bw_gbs"] = finite(o_.min_bw);

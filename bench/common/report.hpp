@@ -13,10 +13,15 @@
 namespace kolo::bench {
 
 struct RankDescription {
-  int rank;
-  int pid;
+  int rank = 0;
+  int pid = 0;
   std::string host;
   int local_index = 0;  // the "device" column: this rank's place among the ranks of its host
+  // -g 1: the rank's CUDA device (device_memory.hpp's DeviceInfo); -1 and empty: host memory.
+  int device = -1;
+  std::string device_pci = {};     // "0000:1b:00", nccl-tests' bracketed field
+  std::string device_bus_id = {};  // "0000:1B:00.0"
+  std::string device_name = {};    // "NVIDIA H200"
 };
 
 // Who measured: written into every JSON/CSV row so files of kolo and peers can be merged.

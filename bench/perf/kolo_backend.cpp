@@ -20,7 +20,9 @@ namespace {
 // small two-rank collective (docs/PERFORMANCE.md).
 class PreparedCall {
  public:
-  PreparedCall(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm);
+  // device: -g 1's GPU (nullptr: host memory).
+  PreparedCall(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm,
+               const bench::DeviceMemory* device);
   // Issues the collective once and appends its Works (two for sendrecv) to `out` (-z 0: many
   // in flight).
   void issue(std::vector<WorkPtr>* out) const;
@@ -44,17 +46,22 @@ class PreparedCall {
   RecvOptions recv_options_;
 };
 
-PreparedCall::PreparedCall(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm)
+PreparedCall::PreparedCall(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm,
+                           const bench::DeviceMemory* device)
     : group_(group),
       id_(r.spec->id),
       // kolo's counts are nccl-tests' (bench/common/collective_specs.hpp): reducescatter's send
       // holds every rank's block, its receive (like kolo's count) one block.
-      send_(r.where.send, r.where.send_count, to_kolo(r.type)),
-      recv_(r.where.recv, r.where.recv_count, to_kolo(r.type)) {
+      send_(r.where.send, r.where.send_count, to_kolo(r.type),
+            device ? Device::cuda(device->info().index) : Device::cpu()),
+      recv_(r.where.recv, r.where.recv_count, to_kolo(r.type),
+            device ? Device::cuda(device->info().index) : Device::cpu()) {
   for (CommonOptions* o : std::initializer_list<CommonOptions*>{&allreduce_, &broadcast_, &reduce_, &allgather_,
                                                                 &reduce_scatter_, &alltoall_, &gather_, &scatter_,
-                                                                &send_options_, &recv_options_})
+                                                                &send_options_, &recv_options_}) {
     o->algorithm = algorithm;
+    o->stream = device ? device->stream() : nullptr;  // ignored for host buffers
+  }
   allreduce_.op = reduce_.op = reduce_scatter_.op = to_kolo(r.op);
   broadcast_.root = reduce_.root = gather_.root = scatter_.root = r.root;
   next_ = (group.rank() + 1) % group.size();
@@ -104,16 +111,25 @@ void PreparedCall::run_and_wait() const {
 }
 
 // The timing loop's operations (bench/common/timing_loop.hpp) on one PreparedCall: pointers only,
-// so that the loop, which takes it by value, holds them in registers.
+// so that the loop, which takes it by value, holds them in registers. kDevice (-g 1): a device
+// operation's wait() only makes the stream wait, so each wait is followed by synchronizing the
+// stream before the loop reads the clock, as nccl-tests does; a template parameter, so that
+// the host loop is the same code as before device memory.
+template <bool kDevice>
 struct KoloLoop {
   ProcessGroup* group;
   const PreparedCall* call;
   std::vector<WorkPtr>* pending;
+  bench::DeviceMemory* device;
 
-  void run_and_wait() const { call->run_and_wait(); }
+  void run_and_wait() const {
+    call->run_and_wait();
+    if constexpr (kDevice) device->synchronize_stream();
+  }
   void issue() const { call->issue(pending); }
   void wait_issued() const {
     for (const WorkPtr& w : *pending) w->wait();
+    if constexpr (kDevice) device->synchronize_stream();
   }
   void forget_issued() const { pending->clear(); }
   void reserve(size_t operations) const { pending->reserve(operations * 2); }  // sendrecv: two Works
@@ -124,26 +140,31 @@ struct KoloLoop {
 // so the only indirect call is PreparedRun::time, once per measured column.
 class KoloRun final : public bench::PreparedRun {
  public:
-  KoloRun(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm)
-      : group_(group), call_(group, r, algorithm) {}
+  KoloRun(ProcessGroup& group, const bench::RunRequest& r, const std::string& algorithm, bench::DeviceMemory* device)
+      : group_(group), call_(group, r, algorithm, device), device_(device) {}
 
+  // The warm-up and the checks: device memory returns with the result there.
   void run_and_wait(int count) override {
     for (int i = 0; i < count; ++i) call_.run_and_wait();
+    if (device_ != nullptr) device_->synchronize_stream();
   }
   double time(const bench::TimingRequest& t, std::vector<double>* iteration_seconds) override {
-    return bench::time_iterations(KoloLoop{&group_, &call_, &pending_}, t, iteration_seconds);
+    if (device_ != nullptr)
+      return bench::time_iterations(KoloLoop<true>{&group_, &call_, &pending_, device_}, t, iteration_seconds);
+    return bench::time_iterations(KoloLoop<false>{&group_, &call_, &pending_, nullptr}, t, iteration_seconds);
   }
 
  private:
   ProcessGroup& group_;
   PreparedCall call_;
+  bench::DeviceMemory* device_;
   std::vector<WorkPtr> pending_;  // -z 0: the Works in flight
 };
 
 }  // namespace
 
-KoloBackend::KoloBackend(ProcessGroup& group, std::string algorithm, std::string library)
-    : group_(group), algorithm_(std::move(algorithm)), library_(std::move(library)) {}
+KoloBackend::KoloBackend(ProcessGroup& group, std::string algorithm, std::string library, bench::DeviceMemory* device)
+    : group_(group), algorithm_(std::move(algorithm)), library_(std::move(library)), device_(device) {}
 
 int KoloBackend::rank() const { return group_.rank(); }
 int KoloBackend::size() const { return group_.size(); }
@@ -171,7 +192,7 @@ bool KoloBackend::checkable(const bench::CollectiveSpec& spec, bool in_place) co
 }
 
 std::unique_ptr<bench::PreparedRun> KoloBackend::prepare(const bench::RunRequest& request) {
-  return std::make_unique<KoloRun>(group_, request, algorithm_);
+  return std::make_unique<KoloRun>(group_, request, algorithm_, device_);
 }
 
 }  // namespace kolo::perf

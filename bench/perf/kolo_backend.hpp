@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "device_memory.hpp"
 #include "elements.hpp"
 #include "kolo/process_group.hpp"
 #include "kolo/types.hpp"
@@ -48,7 +49,10 @@ class KoloBackend : public bench::Backend {
  public:
   // algorithm: Options.algorithm of every measured collective ("" = automatic); library: what
   // the preamble and the JSON/CSV rows name ("kolo 0.1.0 algo auto transport auto").
-  KoloBackend(ProcessGroup& group, std::string algorithm, std::string library);
+  // device (-g 1, else nullptr): the harness's buffers are on device->info().index, and every
+  // measured operation is issued on device->stream() and waited for on the host by
+  // synchronizing that stream, as nccl-tests times a stream.
+  KoloBackend(ProcessGroup& group, std::string algorithm, std::string library, bench::DeviceMemory* device = nullptr);
 
   int rank() const override;
   int size() const override;
@@ -65,6 +69,7 @@ class KoloBackend : public bench::Backend {
   ProcessGroup& group_;
   std::string algorithm_;
   std::string library_;
+  bench::DeviceMemory* device_;
 };
 
 }  // namespace kolo::perf

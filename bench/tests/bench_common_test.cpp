@@ -190,6 +190,32 @@ TEST(BenchOptions, Refusals) {
   EXPECT_THROW(parse({"allreduce", "-i", "0"}), UsageError);
 }
 
+// A program with device memory (kolo-perf: own_gpu_flags) reads -g and -G for itself, unnoted;
+// the peers (host memory only) keep noting them.
+TEST(BenchOptions, OwnGpuFlagsAreReadNotNoted) {
+  const auto own = [](std::vector<std::string> args) {
+    std::string program = "prog";
+    std::vector<char*> argv{program.data()};
+    for (std::string& a : args) argv.push_back(a.data());
+    CommonOptions o;
+    o.own_gpu_flags = true;
+    parse_common(static_cast<int>(argv.size()), argv.data(), o, {}, [](const std::string&, const std::string&) {});
+    return o;
+  };
+  const CommonOptions g = own({"allreduce", "-g", "1", "--cudagraph", "3"});
+  EXPECT_EQ(g.gpus, 1);
+  EXPECT_EQ(g.cuda_graph, 3);
+  EXPECT_TRUE(g.notes.empty()) << g.notes[0];
+  EXPECT_EQ(own({"allreduce"}).gpus, 0);  // kolo's default: host memory
+  EXPECT_EQ(own({"allreduce", "--ngpus=0"}).gpus, 0);
+  EXPECT_THROW(own({"allreduce", "-g", "-1"}), UsageError);
+  EXPECT_THROW(own({"allreduce", "-G", "x"}), UsageError);
+  const Parsed peer = parse({"allreduce", "-g", "2", "-G", "1"});
+  EXPECT_EQ(peer.o.gpus, 0);
+  ASSERT_EQ(peer.o.notes.size(), 2u);
+  EXPECT_EQ(peer.o.notes[0].rfind("-g 2: ", 0), 0u);
+}
+
 // kolo-bench-barrier's report: offsets from the first rank to leave, per-call times from each
 // rank's own exit, warm-up rows left out, the average over ranks.
 TEST(BarrierSkew, MediansAreRelativeToTheFirstRankToLeave) {

@@ -92,13 +92,14 @@ def test_json_document_matches_nccl_tests_schema_and_the_table():
 
 
 def test_gpu_flags_are_accepted_and_noted_and_cpu_meaningful_ones_work():
-    args = SMALL + ["-t", "1", "-g", "1", "-G", "2", "-R", "1", "-y", "0", "-p", "0", "-M", "1", "-I", "0",
+    # -g and -G are kolo-perf's own (device memory, test_gpu_memory_*); -g 0 is host memory.
+    args = SMALL + ["-t", "1", "-g", "0", "-G", "0", "-R", "1", "-y", "0", "-p", "0", "-M", "1", "-I", "0",
                     "-m", "2", "-N", "2", "-z", "3", "-c", "3", "-C", "1", "-S", "1", "-u", "1", "-a", "3"]
     code, out, err = run("all_reduce_perf", args)
     expect(code == 0, "exit %d\n%s\n%s" % (code, out, err))
     log = fmt.parse_log(out, time_label="cputime", timestamps=True)
     notes = "\n".join(log["notes"])
-    for flag in ("-G 2:", "-R 1:", "-M 1:"):
+    for flag in ("-R 1:", "-M 1:"):
         expect(flag in notes, "no '# %s' note in:\n%s" % (flag, notes))
     expect("Blocking Enabled: wait and barrier after each outer iteration" in notes, "no -z 3 line:\n" + notes)
     expect(len(log["rows"]) == 2 * len(sizes(8, 4096, 8)), "-N 2: %d rows" % len(log["rows"]))
@@ -109,6 +110,55 @@ def test_gpu_flags_are_accepted_and_noted_and_cpu_meaningful_ones_work():
                                        "--check", "1", "--warmup_iters=0"])
     expect(code == 0, "long forms: exit %d\n%s" % (code, err))
     expect(fmt.parse_log(out)["program"] == "all_reduce_perf", "kolo-perf allreduce is all_reduce_perf")
+
+
+def no_gpu_here():
+    """Whether this machine has no NVIDIA GPU (then -g 1 must be refused, not run on the host)."""
+    return not os.path.exists("/dev/nvidia0")
+
+
+def test_gpu_memory_without_a_gpu_is_refused_not_measured_on_the_host():
+    # nccl-tests' -g 1 (GPUs per process) measures device memory; where there is none, or in a
+    # build without CUDA, kolo-perf must fail, never print a table of host-memory numbers.
+    if not no_gpu_here():
+        print("skipped: this machine has a GPU (scripts/env/device-check.d/perf.sh checks -g 1 there)")
+        return
+    for program, args in (("all_reduce_perf", SMALL + ["-c", "1", "-g", "1"]),
+                          ("kolo-perf", ["broadcast", "--ngpus=1"] + SMALL)):
+        code, out, err = run(program, args)
+        expect(code == 3, "%s -g 1 without a GPU: exit %d (3 expected)\n%s\n%s" % (program, code, out, err))
+        expect("-g 1: no usable CUDA device" in err or "-g 1: this kolo-perf was built without CUDA" in err,
+               "no clear message for -g 1 without a GPU:\n" + err)
+        expect("Using devices" not in out and "Avg bus bandwidth" not in out, "-g 1 measured something:\n" + out)
+
+
+def test_gpu_flags_kolo_cannot_honour_are_refused():
+    # -g 2 (two GPUs in one process) and -G (CUDA graphs) would change what is measured: a usage
+    # error (2) before anything runs, GPU or not.
+    for args, message in ((["-g", "2"], "-g 2: kolo serves one GPU per process"),
+                          (["--ngpus", "8"], "-g 8: kolo serves one GPU per process"),
+                          (["-G", "1"], "-G 1: CUDA graph capture is not supported yet"),
+                          (["-g", "1", "--cudagraph=4"], "-G 4: CUDA graph capture is not supported yet")):
+        code, out, err = run("all_reduce_perf", SMALL + args)
+        expect(code == 2 and message in err, "%r: exit %d, stderr:\n%s" % (args, code, err))
+        expect("Avg bus bandwidth" not in out, "%r measured something:\n%s" % (args, out))
+    code, out, err = run("all_reduce_perf", SMALL + ["-g", "2000"])
+    expect(code == 2 and "-g" in err, "-g 2000: exit %d, %s" % (code, err))
+
+
+def test_host_memory_without_g_or_with_g_0():
+    with tempfile.TemporaryDirectory() as tmp:
+        for extra in ([], ["-g", "0"]):
+            path = os.path.join(tmp, "host%d.json" % len(extra))
+            code, out, err = run("all_reduce_perf", SMALL + ["-c", "1", "--json", path] + extra)
+            expect(code == 0, "%r: exit %d\n%s" % (extra, code, err))
+            log = fmt.parse_log(out)
+            # The rank lines' (rank, group, pid, host, device, [pci], info): a CPU, not a GPU.
+            expect(len(log["ranks"]) == 2 and all(r[5] == "0000:00:00" and r[6].startswith("cpu ")
+                                                  for r in log["ranks"]), "host rank lines: %r" % log["ranks"])
+            with open(path) as f:
+                doc = json.load(f)
+            expect(doc["memory"] == "host" and "devices" not in doc, "--json memory: %r" % doc.get("memory"))
 
 
 def test_per_iteration_timing_as_nccl_tests_prints_and_writes_it():
