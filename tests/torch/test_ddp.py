@@ -70,18 +70,21 @@ def test_example_command_line():
     assert lines["kolo"] == lines["gloo"]
 
 
-def global_batch_losses(nproc, device, steps=6):
+def global_batch_losses(nproc, device, steps=6, timeout=240):
     """The per-step losses of examples/torch/train.py over kolo with --global-batch 8 (each of
     `nproc` ranks trains on its share of the same draws) on `device`."""
     out = torchrun(["examples/torch/train.py", "--backend", "kolo", "--device", device, "--global-batch", "8",
-                    "--steps", str(steps), "--dim", "32", "--seq", "32", "--layers", "2"], nproc=nproc)
+                    "--steps", str(steps), "--dim", "32", "--seq", "32", "--layers", "2"], nproc=nproc,
+                   timeout=timeout)
     losses = [float(l.split()[3]) for l in out.splitlines() if l.startswith("step ")]
     assert len(losses) == steps, out
     return losses
 
 
-def check_same_training(device, tol):
-    one, two = global_batch_losses(1, device), global_batch_losses(2, device)
+def check_same_training(device, tol, timeout=240):
+    one, two = global_batch_losses(1, device, timeout=timeout), global_batch_losses(2, device, timeout=timeout)
+    print("ddp %s: max |1 rank - 2 ranks| loss difference %.3g over %d steps (tolerance %g); 1 rank %s; 2 ranks %s"
+          % (device, max(abs(a - b) for a, b in zip(one, two)), len(one), tol, one, two))
     for step, (a, b) in enumerate(zip(one, two)):
         assert abs(a - b) <= tol, "%s step %d: 1 rank loss %.9f, 2 ranks %.9f (tolerance %g)" % (device, step, a, b, tol)
     assert two[-1] < two[0], "the loss did not go down (%s)" % two
