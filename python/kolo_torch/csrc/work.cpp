@@ -97,7 +97,13 @@ struct KoloWork::State {
     // The finish step's copies, the allocator's records, the end event and the future's events
     // all go on the side stream.
     std::optional<c10::cuda::CUDAStreamGuard> on_side;
-    if (cuda) on_side.emplace(cuda->side);
+    if (cuda) {
+      try {
+        on_side.emplace(cuda->side);
+      } catch (...) {  // a CUDA error: the operation fails (its waiters must not hang)
+        if (!err) err = std::current_exception();
+      }
+    }
 #endif
     if (!err && fn) {
       try {
@@ -107,7 +113,7 @@ struct KoloWork::State {
       }
     }
 #ifdef KOLO_TORCH_CUDA
-    if (cuda) {
+    if (cuda && on_side) {
       try {
         record_on(outputs, cuda->side);
         record_on(keep, cuda->side);
@@ -127,10 +133,14 @@ struct KoloWork::State {
     cv.notify_all();
     // Outside the lock: the future's callbacks (DDP hooks, Python then()) run here. A CUDA
     // future records its events on the current stream: the side stream, still current here.
-    if (err)
-      future->setError(err);
-    else
-      future->markCompleted(c10::IValue(outputs));
+    try {
+      if (err)
+        future->setError(err);
+      else
+        future->markCompleted(c10::IValue(outputs));
+    } catch (...) {  // e.g. refused by the future (a tensor on a device it was not made for)
+      future->setErrorIfNeeded(std::current_exception());
+    }
   }
 };
 
