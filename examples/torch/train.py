@@ -4,9 +4,13 @@ Launch with torchrun; the backend is a flag, the training code is plain PyTorch 
 
     /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 examples/torch/train.py --backend kolo
     /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 examples/torch/train.py --backend gloo
+    ... examples/torch/train.py --backend kolo --device cuda   # on GPU LOCAL_RANK % GPUs
 
 Prints "step N loss X" per optimizer step (X: the loss averaged over ranks). With fixed seeds
 and one thread per rank the run is deterministic, so kolo and gloo print the same losses.
+With --global-batch G every rank draws the same G sequences and trains on its 1/world share:
+then any number of ranks trains like one rank with batch G (the same losses, up to the float
+rounding of summing in another order).
 """
 import argparse
 import math
@@ -102,8 +106,24 @@ def parse(argv=None):
                    help="DDP communication hook: default_hooks.fp16_compress_hook / bf16_compress_hook")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model, its gradients and DDP's buckets live (default cpu); cuda: GPU "
+                        "LOCAL_RANK %% the number of GPUs, so that several ranks may share one")
+    p.add_argument("--global-batch", type=int, default=0,
+                   help="sequences per micro-batch over all ranks, drawn alike on every rank, each rank "
+                        "training on its 1/world share (a multiple of the world size); default 0: --batch "
+                        "sequences per rank, each rank drawing its own")
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
     return p.parse_args(argv)
+
+
+def device_of(args):
+    """The torch device this rank trains on: the CPU, or GPU LOCAL_RANK modulo the GPUs present."""
+    if args.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
 
 
 def train(args, group=None):
@@ -111,25 +131,39 @@ def train(args, group=None):
     rank-averaged loss per step and the mean step time in seconds (steps after the first)."""
     torch.set_num_threads(args.threads)
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = device_of(args)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.set_float32_matmul_precision("highest")  # no TF32: float32 as on the CPU
+    if args.global_batch and args.global_batch % world:
+        raise SystemExit("--global-batch %d is not a multiple of the %d ranks" % (args.global_batch, world))
     data = torch.frombuffer(bytearray(load_corpus(args.data)), dtype=torch.uint8).long()
     torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
-    model = GPT(args.seq, args.dim, args.heads, args.layers, unused=args.find_unused_parameters)
-    ddp = DDP(model, process_group=group, find_unused_parameters=args.find_unused_parameters,
-              static_graph=args.static_graph, bucket_cap_mb=args.bucket_mb)
+    model = GPT(args.seq, args.dim, args.heads, args.layers, unused=args.find_unused_parameters).to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, process_group=group,
+              find_unused_parameters=args.find_unused_parameters, static_graph=args.static_graph,
+              bucket_cap_mb=args.bucket_mb)
     if args.hook == "fp16":
         ddp.register_comm_hook(group, fp16_hook)
     elif args.hook == "bf16":
         ddp.register_comm_hook(group, bf16_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
-    gen = torch.Generator().manual_seed(args.seed * 1000 + rank)  # each rank its own batches
+    if args.global_batch:  # every rank the same draws, of which it takes its share
+        gen = torch.Generator().manual_seed(args.seed * 1000)
+        draws, share = args.global_batch, args.global_batch // world
+    else:  # each rank its own batches
+        gen = torch.Generator().manual_seed(args.seed * 1000 + rank)
+        draws, share = args.batch, args.batch
     losses, times = [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        total = torch.zeros(())
+        total = torch.zeros((), device=device)
         for micro in range(args.accumulate):
-            starts = torch.randint(0, data.numel() - args.seq - 1, (args.batch,), generator=gen)
-            window = torch.stack([data[s: s + args.seq + 1] for s in starts.tolist()])
+            starts = torch.randint(0, data.numel() - args.seq - 1, (draws,), generator=gen)
+            if args.global_batch:
+                starts = starts[rank * share: (rank + 1) * share]
+            window = torch.stack([data[s: s + args.seq + 1] for s in starts.tolist()]).to(device)
             x, y = window[:, :-1], window[:, 1:]
 
             def backward():
@@ -163,12 +197,14 @@ def main(argv=None):
     except ImportError:
         if args.backend == "kolo":
             raise
+    if args.device == "cuda":  # before the group: a backend may bind to the current device
+        torch.cuda.set_device(device_of(args))
     dist.init_process_group(args.backend)  # env:// from torchrun
     losses, step_time = train(args)
     if dist.get_rank() == 0:
-        print("final loss %.6f (perplexity %.2f), %.1f ms per step, backend %s, %d ranks"
-              % (losses[-1], math.exp(losses[-1]), step_time * 1e3, args.backend, dist.get_world_size()),
-              flush=True)
+        print("final loss %.6f (perplexity %.2f), %.1f ms per step, backend %s, %d ranks, %s"
+              % (losses[-1], math.exp(losses[-1]), step_time * 1e3, args.backend, dist.get_world_size(),
+                 args.device), flush=True)
     dist.destroy_process_group()
 
 

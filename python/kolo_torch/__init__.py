@@ -3,6 +3,9 @@
 ``import kolo_torch`` registers the backend "kolo"; then
 ``torch.distributed.init_process_group("kolo", ...)`` and ``new_group(..., backend="kolo")``
 run every torch.distributed operation on CPU tensors through kolo, and DDP runs unchanged.
+CUDA tensors too where kolo_torch was compiled against a torch with CUDA (``_C.cuda``): each
+operation on one device, ordered on torch's current stream, its Work and future stream-ordered
+as with NCCL (wait() makes the current stream wait; the future completes after the GPU copies).
 """
 import inspect
 
@@ -36,9 +39,14 @@ def _register():
     if "KOLO" in dist.Backend._plugins:  # imported twice (e.g. reloaded): already registered
         return
     params = inspect.signature(dist.Backend.register_backend).parameters
-    if "devices" in params:  # torch 2.x: say which device type the backend serves
-        dist.Backend.register_backend("kolo", create_backend, devices=["cpu"])
+    if "devices" in params:
+        # torch 2.x: the device types the backend serves (one backend object for both: torch's
+        # ProcessGroup hands it CPU and CUDA tensors alike). "cuda" even where _C was built
+        # without CUDA: a CUDA tensor then gets kolo's error saying so, not torch's "no backend
+        # for cuda". "cpu" first: the device torch picks for object collectives and barrier.
+        dist.Backend.register_backend("kolo", create_backend, devices=["cpu", "cuda"])
     else:
+        # torch 1.13: one ProcessGroup serves every device; it takes no device list.
         dist.Backend.register_backend("kolo", create_backend)
 
 

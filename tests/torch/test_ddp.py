@@ -2,7 +2,8 @@
 by torchrun with 2 ranks, prints the same loss per step (within 1e-6) for plain DDP, no_sync
 gradient accumulation, find_unused_parameters, static_graph, the fp16/bf16 compression hooks
 and many small buckets. gloo cannot all-reduce bfloat16 in torch 1.13: its bf16 run uses the
-same hook with the sum done in float32 (exact for 2 ranks) and rounded once (ddp_variants.py)."""
+same hook with the sum done in float32 (exact for 2 ranks) and rounded once (ddp_variants.py).
+And 2 ranks sharing a global batch train like 1 rank with all of it (test_cuda.py: on a GPU)."""
 import json
 import os
 import socket
@@ -21,8 +22,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(args, timeout=240):
-    cmd = [sys.executable, "-m", "kolo_torch.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+def torchrun(args, timeout=240, nproc=2):
+    cmd = [sys.executable, "-m", "kolo_torch.run", "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
            "--master_port", str(free_port())] + args
     p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     assert p.returncode == 0, "%s failed (%d):\n%s" % (" ".join(cmd), p.returncode, p.stdout[-4000:])
@@ -67,3 +68,29 @@ def test_example_command_line():
         lines[backend] = [l for l in out.splitlines() if l.startswith("step ")]
         assert len(lines[backend]) == 3, out
     assert lines["kolo"] == lines["gloo"]
+
+
+def global_batch_losses(nproc, device, steps=6, timeout=240):
+    """The per-step losses of examples/torch/train.py over kolo with --global-batch 8 (each of
+    `nproc` ranks trains on its share of the same draws) on `device`."""
+    out = torchrun(["examples/torch/train.py", "--backend", "kolo", "--device", device, "--global-batch", "8",
+                    "--steps", str(steps), "--dim", "32", "--seq", "32", "--layers", "2"], nproc=nproc,
+                   timeout=timeout)
+    losses = [float(l.split()[3]) for l in out.splitlines() if l.startswith("step ")]
+    assert len(losses) == steps, out
+    return losses
+
+
+def check_same_training(device, tol, timeout=240):
+    one, two = global_batch_losses(1, device, timeout=timeout), global_batch_losses(2, device, timeout=timeout)
+    print("ddp %s: max |1 rank - 2 ranks| loss difference %.3g over %d steps (tolerance %g); 1 rank %s; 2 ranks %s"
+          % (device, max(abs(a - b) for a, b in zip(one, two)), len(one), tol, one, two))
+    for step, (a, b) in enumerate(zip(one, two)):
+        assert abs(a - b) <= tol, "%s step %d: 1 rank loss %.9f, 2 ranks %.9f (tolerance %g)" % (device, step, a, b, tol)
+    assert two[-1] < two[0], "the loss did not go down (%s)" % two
+
+
+def test_global_batch_matches_one_rank():
+    # DDP's averaged gradients over 2 ranks' halves equal one rank's over the whole batch: the
+    # same losses up to float32 rounding (seen: 5e-7).
+    check_same_training("cpu", 1e-5)

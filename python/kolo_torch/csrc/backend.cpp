@@ -1,6 +1,9 @@
 // Each torch operation becomes one or a few kolo operations on contiguous buffers. Inputs are
 // made contiguous (or flattened) at issue time; results that land in a staging buffer are copied
 // into the user's tensors by the Work's finish step, before the Work and its future complete.
+// CUDA tensors (built with KOLO_TORCH_CUDA): the buffers are device buffers, the operation is
+// ordered on torch's current stream of their device (on_stream), staging tensors are kept in
+// the Work (its `keep`) until their last use on the GPU is queued (work.hpp).
 #include "backend.hpp"
 
 #include <numeric>
@@ -52,7 +55,6 @@ kolo::ReduceOp reduce_op(const c10d::ReduceOp& op, const char* name) {
 
 const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
   TORCH_CHECK(ts.size() == 1, "kolo: ", op, " takes one tensor per process (got ", ts.size(), ")");
-  check_cpu(ts[0], op);
   return ts[0];
 }
 
@@ -100,31 +102,35 @@ ProcessGroupKolo::~ProcessGroupKolo() = default;
 
 WorkRef ProcessGroupKolo::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const auto& t = single(tensors, "broadcast");
+  const OpDevice dev = op_device({t}, "broadcast");
   check_root(opts.rootRank, size_, "broadcast");
-  if (t.numel() == 0) return KoloWork::start(rank_, OpType::BROADCAST, {}, tensors);
+  if (t.numel() == 0) return KoloWork::start(rank_, OpType::BROADCAST, {}, tensors, {}, {}, dev);
   Staged s = stage(t);
   kolo::BroadcastOptions o;
   o.root = static_cast<int>(opts.rootRank);
   o.timeout = op_timeout(opts.timeout);
+  on_stream(o, dev);
   auto w = pg_->broadcast(move_buffer(s.flat), o);
-  return KoloWork::start(rank_, OpType::BROADCAST, {w}, tensors, [s] { s.copy_back(); });
+  return KoloWork::start(rank_, OpType::BROADCAST, {w}, tensors, s.finish(), {s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const auto& t = single(tensors, "all_reduce");
+  const OpDevice dev = op_device({t}, "all_reduce");
   kolo::AllreduceOptions o;
   o.op = reduce_op(opts.reduceOp, "all_reduce");
   o.timeout = op_timeout(opts.timeout);
-  if (t.numel() == 0) return KoloWork::start(rank_, OpType::ALLREDUCE, {}, tensors);
+  if (t.numel() == 0) return KoloWork::start(rank_, OpType::ALLREDUCE, {}, tensors, {}, {}, dev);
   Staged s = stage(t);
+  on_stream(o, dev);
   auto w = pg_->allreduce(reduce_buffer(s.flat, "all_reduce"), o);
-  return KoloWork::start(rank_, OpType::ALLREDUCE, {w}, tensors, [s] { s.copy_back(); });
+  return KoloWork::start(rank_, OpType::ALLREDUCE, {w}, tensors, s.finish(), {s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                               const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "kolo: all_reduce_coalesced takes at least one tensor");
-  check_cpu(tensors, "all_reduce_coalesced");
+  const OpDevice dev = op_device({tensors}, "all_reduce_coalesced");
   for (const auto& t : tensors)
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
                 "kolo: all_reduce_coalesced takes tensors of one dtype (got ", tensors[0].scalar_type(), " and ",
@@ -133,27 +139,30 @@ WorkRef ProcessGroupKolo::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   o.op = reduce_op(opts.reduceOp, "all_reduce_coalesced");
   o.timeout = op_timeout(opts.timeout);
   at::Tensor flat = flatten(tensors);
-  if (flat.numel() == 0) return KoloWork::start(rank_, OpType::ALLREDUCE_COALESCED, {}, tensors);
+  if (flat.numel() == 0) return KoloWork::start(rank_, OpType::ALLREDUCE_COALESCED, {}, tensors, {}, {}, dev);
+  on_stream(o, dev);
   auto w = pg_->allreduce(reduce_buffer(flat, "all_reduce_coalesced"), o);
   auto ts = tensors;
-  return KoloWork::start(rank_, OpType::ALLREDUCE_COALESCED, {w}, tensors, [flat, ts] { unflatten(flat, ts); });
+  return KoloWork::start(rank_, OpType::ALLREDUCE_COALESCED, {w}, tensors, [flat, ts] { unflatten(flat, ts); },
+                         {flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const auto& t = single(tensors, "reduce");
+  const OpDevice dev = op_device({t}, "reduce");
   check_root(opts.rootRank, size_, "reduce");
   kolo::ReduceOptions o;
   o.op = reduce_op(opts.reduceOp, "reduce");
   o.root = static_cast<int>(opts.rootRank);
   o.timeout = op_timeout(opts.timeout);
-  if (t.numel() == 0) return KoloWork::start(rank_, OpType::REDUCE, {}, tensors);
+  if (t.numel() == 0) return KoloWork::start(rank_, OpType::REDUCE, {}, tensors, {}, {}, dev);
   Staged s = stage(t);
   const bool root = rank_ == o.root;
   kolo::Buffer buf = reduce_buffer(s.flat, "reduce");
-  auto w = pg_->reduce(buf, root ? buf : kolo::Buffer(), o);
-  return KoloWork::start(rank_, OpType::REDUCE, {w}, tensors, [s, root] {
-    if (root) s.copy_back();
-  });
+  on_stream(o, dev);
+  auto w = pg_->reduce(buf, root ? buf : no_buffer(buf), o);
+  return KoloWork::start(rank_, OpType::REDUCE, {w}, tensors, root ? s.finish() : std::function<void()>(),
+                         {s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -163,64 +172,65 @@ WorkRef ProcessGroupKolo::allgather(std::vector<std::vector<at::Tensor>>& output
   auto outs = outputs[0];
   TORCH_CHECK(static_cast<int>(outs.size()) == size_, "kolo: all_gather needs ", size_, " output tensors (got ",
               outs.size(), ")");
-  check_cpu(outs, "all_gather");
+  const OpDevice dev = op_device({in, outs}, "all_gather");
   check_same(outs, in, "all_gather", "output tensors");
   const int64_t n = in.numel();
-  if (n == 0) return KoloWork::start(rank_, OpType::ALLGATHER, {}, outs);
+  if (n == 0) return KoloWork::start(rank_, OpType::ALLGATHER, {}, outs, {}, {}, dev);
   at::Tensor src = in.contiguous();
   at::Tensor flat = at::empty({n * size_}, in.options());
   kolo::AllgatherOptions o;
   o.timeout = op_timeout(opts.timeout);
+  on_stream(o, dev);
   auto w = pg_->allgather(move_buffer(src), move_buffer(flat), o);
   return KoloWork::start(rank_, OpType::ALLGATHER, {w}, outs, [flat, outs, n] {
     for (size_t i = 0; i < outs.size(); ++i)
       outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
-  }, {src});
+  }, {src, flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  check_cpu(input, "all_gather_into_tensor");
-  check_cpu(output, "all_gather_into_tensor");
+  const OpDevice dev = op_device({input, output}, "all_gather_into_tensor");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "kolo: all_gather_into_tensor: output dtype ",
               output.scalar_type(), " differs from input dtype ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * size_, "kolo: all_gather_into_tensor: output has ", output.numel(),
               " elements, expected ", input.numel() * size_, " (input elements x group size)");
-  if (input.numel() == 0) return KoloWork::start(rank_, OpType::_ALLGATHER_BASE, {}, {output});
+  if (input.numel() == 0) return KoloWork::start(rank_, OpType::_ALLGATHER_BASE, {}, {output}, {}, {}, dev);
   at::Tensor src = input.contiguous();
   Staged s = stage(output);
   kolo::AllgatherOptions o;
   o.timeout = op_timeout(opts.timeout);
+  on_stream(o, dev);
   auto w = pg_->allgather(move_buffer(src), move_buffer(s.flat), o);
-  return KoloWork::start(rank_, OpType::_ALLGATHER_BASE, {w}, {output}, [s] { s.copy_back(); }, {src});
+  return KoloWork::start(rank_, OpType::_ALLGATHER_BASE, {w}, {output}, s.finish(), {src, s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                               std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(!inputs.empty(), "kolo: all_gather_coalesced takes at least one input tensor");
-  check_cpu(inputs, "all_gather_coalesced");
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "kolo: all_gather_coalesced needs ", size_,
               " output lists (got ", outputs.size(), ")");
+  std::vector<at::Tensor> all;
+  for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
+  const OpDevice dev = op_device({inputs, all}, "all_gather_coalesced");
   for (const auto& t : inputs)
     TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "kolo: all_gather_coalesced takes tensors of one dtype");
   for (const auto& list : outputs) {
     TORCH_CHECK(list.size() == inputs.size(), "kolo: all_gather_coalesced: every output list needs ", inputs.size(),
                 " tensors");
-    check_cpu(list, "all_gather_coalesced");
     for (size_t i = 0; i < list.size(); ++i) check_same({list[i]}, inputs[i], "all_gather_coalesced", "output tensors");
   }
   at::Tensor src = flatten(inputs);
   const int64_t n = src.numel();
-  std::vector<at::Tensor> all;
-  for (const auto& list : outputs) all.insert(all.end(), list.begin(), list.end());
-  if (n == 0) return KoloWork::start(rank_, OpType::ALLGATHER_COALESCED, {}, all);
+  if (n == 0) return KoloWork::start(rank_, OpType::ALLGATHER_COALESCED, {}, all, {}, {}, dev);
   at::Tensor flat = at::empty({n * size_}, src.options());
   kolo::AllgatherOptions o;
   o.timeout = op_timeout(opts.timeout);
+  on_stream(o, dev);
   auto w = pg_->allgather(move_buffer(src), move_buffer(flat), o);
   auto outs = outputs;
   return KoloWork::start(rank_, OpType::ALLGATHER_COALESCED, {w}, all, [flat, outs, n] {
     for (size_t r = 0; r < outs.size(); ++r) unflatten(flat.narrow(0, static_cast<int64_t>(r) * n, n), outs[r]);
-  }, {src});
+  }, {src, flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -233,24 +243,28 @@ WorkRef ProcessGroupKolo::gather(std::vector<std::vector<at::Tensor>>& outputs, 
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "kolo: gather needs ", size_,
                 " output tensors on the root");
     outs = outputs[0];
-    check_cpu(outs, "gather");
-    check_same(outs, in, "gather", "output tensors");
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "kolo: gather takes output tensors on the root only");
   }
+  const OpDevice dev = op_device({in, outs}, "gather");
+  if (root) check_same(outs, in, "gather", "output tensors");
   const int64_t n = in.numel();
-  if (n == 0) return KoloWork::start(rank_, OpType::GATHER, {}, outs);
+  if (n == 0) return KoloWork::start(rank_, OpType::GATHER, {}, outs, {}, {}, dev);
   at::Tensor src = in.contiguous();
   at::Tensor flat = root ? at::empty({n * size_}, in.options()) : at::Tensor();
   kolo::GatherOptions o;
   o.root = static_cast<int>(opts.rootRank);
   o.timeout = op_timeout(opts.timeout);
-  auto w = pg_->gather(move_buffer(src), root ? move_buffer(flat) : kolo::Buffer(), o);
-  return KoloWork::start(rank_, OpType::GATHER, {w}, outs, [flat, outs, n] {
-    for (size_t i = 0; i < outs.size(); ++i)
-      outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
-  }, {src});
+  on_stream(o, dev);
+  auto w = pg_->gather(move_buffer(src), root ? move_buffer(flat) : no_buffer(move_buffer(src)), o);
+  std::function<void()> finish;
+  if (root)
+    finish = [flat, outs, n] {
+      for (size_t i = 0; i < outs.size(); ++i)
+        outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * n, n).view(outs[i].sizes()));
+    };
+  return KoloWork::start(rank_, OpType::GATHER, {w}, outs, finish, {src, flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -262,22 +276,24 @@ WorkRef ProcessGroupKolo::scatter(std::vector<at::Tensor>& outputs, std::vector<
   if (root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "kolo: scatter needs ", size_,
                 " input tensors on the root");
-    check_cpu(inputs[0], "scatter");
-    check_same(inputs[0], out, "scatter", "input tensors");
-    flat = flatten(inputs[0]);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "kolo: scatter takes input tensors on the root only");
   }
-  if (out.numel() == 0) return KoloWork::start(rank_, OpType::SCATTER, {}, outputs);
+  const OpDevice dev = op_device({out, root ? c10::ArrayRef<at::Tensor>(inputs[0]) : c10::ArrayRef<at::Tensor>()},
+                                 "scatter");
+  if (root) {
+    check_same(inputs[0], out, "scatter", "input tensors");
+    flat = flatten(inputs[0]);
+  }
+  if (out.numel() == 0) return KoloWork::start(rank_, OpType::SCATTER, {}, outputs, {}, {}, dev);
   Staged s = stage(out);
   kolo::ScatterOptions o;
   o.root = static_cast<int>(opts.rootRank);
   o.timeout = op_timeout(opts.timeout);
-  auto w = pg_->scatter(root ? move_buffer(flat) : kolo::Buffer(), move_buffer(s.flat), o);
-  std::vector<at::Tensor> keep;
-  if (root) keep.push_back(flat);
-  return KoloWork::start(rank_, OpType::SCATTER, {w}, outputs, [s] { s.copy_back(); }, keep);
+  on_stream(o, dev);
+  auto w = pg_->scatter(root ? move_buffer(flat) : no_buffer(move_buffer(s.flat)), move_buffer(s.flat), o);
+  return KoloWork::start(rank_, OpType::SCATTER, {w}, outputs, s.finish(), {flat, s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -286,22 +302,22 @@ WorkRef ProcessGroupKolo::reduce_scatter(std::vector<at::Tensor>& outputs,
   const auto& out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "kolo: reduce_scatter needs ",
               size_, " input tensors");
-  check_cpu(inputs[0], "reduce_scatter");
+  const OpDevice dev = op_device({out, inputs[0]}, "reduce_scatter");
   check_same(inputs[0], out, "reduce_scatter", "input tensors");
   kolo::ReduceScatterOptions o;
   o.op = reduce_op(opts.reduceOp, "reduce_scatter");
   o.timeout = op_timeout(opts.timeout);
-  if (out.numel() == 0) return KoloWork::start(rank_, OpType::REDUCE_SCATTER, {}, outputs);
+  if (out.numel() == 0) return KoloWork::start(rank_, OpType::REDUCE_SCATTER, {}, outputs, {}, {}, dev);
   at::Tensor flat = flatten(inputs[0]);
   Staged s = stage(out);
+  on_stream(o, dev);
   auto w = pg_->reduce_scatter(reduce_buffer(flat, "reduce_scatter"), reduce_buffer(s.flat, "reduce_scatter"), o);
-  return KoloWork::start(rank_, OpType::REDUCE_SCATTER, {w}, outputs, [s] { s.copy_back(); }, {flat});
+  return KoloWork::start(rank_, OpType::REDUCE_SCATTER, {w}, outputs, s.finish(), {flat, s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                const c10d::ReduceScatterOptions& opts) {
-  check_cpu(input, "reduce_scatter_tensor");
-  check_cpu(output, "reduce_scatter_tensor");
+  const OpDevice dev = op_device({input, output}, "reduce_scatter_tensor");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "kolo: reduce_scatter_tensor: output dtype ",
               output.scalar_type(), " differs from input dtype ", input.scalar_type());
   TORCH_CHECK(input.numel() == output.numel() * size_, "kolo: reduce_scatter_tensor: input has ", input.numel(),
@@ -309,18 +325,18 @@ WorkRef ProcessGroupKolo::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   kolo::ReduceScatterOptions o;
   o.op = reduce_op(opts.reduceOp, "reduce_scatter_tensor");
   o.timeout = op_timeout(opts.timeout);
-  if (output.numel() == 0) return KoloWork::start(rank_, OpType::_REDUCE_SCATTER_BASE, {}, {output});
+  if (output.numel() == 0) return KoloWork::start(rank_, OpType::_REDUCE_SCATTER_BASE, {}, {output}, {}, {}, dev);
   at::Tensor src = input.contiguous();
   Staged s = stage(output);
+  on_stream(o, dev);
   auto w = pg_->reduce_scatter(reduce_buffer(src, "reduce_scatter_tensor"),
                                reduce_buffer(s.flat, "reduce_scatter_tensor"), o);
-  return KoloWork::start(rank_, OpType::_REDUCE_SCATTER_BASE, {w}, {output}, [s] { s.copy_back(); }, {src});
+  return KoloWork::start(rank_, OpType::_REDUCE_SCATTER_BASE, {w}, {output}, s.finish(), {src, s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
-  check_cpu(input, "all_to_all_single");
-  check_cpu(output, "all_to_all_single");
+  const OpDevice dev = op_device({input, output}, "all_to_all_single");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "kolo: all_to_all_single: output dtype ",
               output.scalar_type(), " differs from input dtype ", input.scalar_type());
   kolo::AllToAllOptions o;
@@ -348,21 +364,21 @@ WorkRef ProcessGroupKolo::alltoall_base(at::Tensor& output, at::Tensor& input, s
   auto sc = counts(src, input_splits, "input");
   auto rc = counts(s.flat, output_splits, "output");
   if (input.numel() == 0 && output.numel() == 0 && input_splits.empty() && output_splits.empty())
-    return KoloWork::start(rank_, OpType::ALLTOALL_BASE, {}, {output});
+    return KoloWork::start(rank_, OpType::ALLTOALL_BASE, {}, {output}, {}, {}, dev);
+  on_stream(o, dev);
   kolo::WorkPtr w;
   if (input_splits.empty() && output_splits.empty())
     w = pg_->alltoall(move_buffer(src), move_buffer(s.flat), o);
   else
     w = pg_->alltoallv(move_buffer(src), sc, displs_of(sc), move_buffer(s.flat), rc, displs_of(rc), o);
-  return KoloWork::start(rank_, OpType::ALLTOALL_BASE, {w}, {output}, [s] { s.copy_back(); }, {src});
+  return KoloWork::start(rank_, OpType::ALLTOALL_BASE, {w}, {output}, s.finish(), {src, s.flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                    const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "kolo: all_to_all needs ", size_, " input and output tensors");
-  check_cpu(inputs, "all_to_all");
-  check_cpu(outputs, "all_to_all");
+  const OpDevice dev = op_device({inputs, outputs}, "all_to_all");
   for (const auto& t : inputs)
     TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "kolo: all_to_all takes tensors of one dtype");
   for (const auto& t : outputs)
@@ -379,9 +395,11 @@ WorkRef ProcessGroupKolo::alltoall(std::vector<at::Tensor>& outputs, std::vector
   at::Tensor flat = at::empty({total}, src.options());
   kolo::AllToAllOptions o;
   o.timeout = op_timeout(opts.timeout);
+  on_stream(o, dev);
   auto w = pg_->alltoallv(move_buffer(src), sc, displs_of(sc), move_buffer(flat), rc, displs_of(rc), o);
   auto outs = outputs;
-  return KoloWork::start(rank_, OpType::ALLTOALL, {w}, outputs, [flat, outs] { unflatten(flat, outs); }, {src});
+  return KoloWork::start(rank_, OpType::ALLTOALL, {w}, outputs, [flat, outs] { unflatten(flat, outs); },
+                         {src, flat}, dev);
 }
 
 WorkRef ProcessGroupKolo::barrier(const c10d::BarrierOptions& opts) {
@@ -392,28 +410,32 @@ WorkRef ProcessGroupKolo::barrier(const c10d::BarrierOptions& opts) {
 
 WorkRef ProcessGroupKolo::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   const auto& t = single(tensors, "send");
+  const OpDevice dev = op_device({t}, "send");
   TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_, "kolo: send: bad destination rank ", dst);
-  if (t.numel() == 0) return KoloWork::start(rank_, OpType::SEND, {}, tensors);
+  if (t.numel() == 0) return KoloWork::start(rank_, OpType::SEND, {}, tensors, {}, {}, dev);
   at::Tensor src = t.contiguous();
   kolo::SendOptions o;
   o.tag = static_cast<uint32_t>(tag);
+  on_stream(o, dev);
   auto w = lane(rank_, dst).send(move_buffer(src), dst, o);
-  return KoloWork::start(rank_, OpType::SEND, {w}, tensors, {}, {src});
+  return KoloWork::start(rank_, OpType::SEND, {w}, tensors, {}, {src}, dev);
 }
 
 WorkRef ProcessGroupKolo::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   const auto& t = single(tensors, "recv");
+  const OpDevice dev = op_device({t}, "recv");
   TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "kolo: recv: bad source rank ", src);
   if (t.numel() == 0) {
-    auto work = KoloWork::start(rank_, OpType::RECV, {}, tensors);
+    auto work = KoloWork::start(rank_, OpType::RECV, {}, tensors, {}, {}, dev);
     work->set_source(src);
     return work;
   }
   Staged s = stage(t);
   kolo::RecvOptions o;
   o.tag = static_cast<uint32_t>(tag);
+  on_stream(o, dev);
   auto w = lane(src, rank_).recv(move_buffer(s.flat), src, o);
-  auto work = KoloWork::start(rank_, OpType::RECV, {w}, tensors, [s] { s.copy_back(); });
+  auto work = KoloWork::start(rank_, OpType::RECV, {w}, tensors, s.finish(), {s.flat}, dev);
   work->set_source(src);
   return work;
 }
@@ -422,14 +444,16 @@ WorkRef ProcessGroupKolo::recvAnysource(std::vector<at::Tensor>& tensors, int ta
   // kolo's receive from any source (kolo::kAnySource): it looks at every pair's next message
   // without taking it and receives the first with this tag; the Work says who sent it.
   const auto& t = single(tensors, "recv");
+  const OpDevice dev = op_device({t}, "recv");
   // An empty tensor is sent as no message at all (see send), so there is nothing to take.
   TORCH_CHECK(t.numel() > 0, "kolo: recv from any source of an empty tensor: nothing is sent for an empty tensor; "
                              "name the source rank");
   Staged s = stage(t);
   kolo::RecvOptions o;
   o.tag = static_cast<uint32_t>(tag);
+  on_stream(o, dev);
   auto w = p2p_->recv(move_buffer(s.flat), kolo::kAnySource, o);
-  return KoloWork::start(rank_, OpType::RECVANYSOURCE, {w}, tensors, [s] { s.copy_back(); });
+  return KoloWork::start(rank_, OpType::RECVANYSOURCE, {w}, tensors, s.finish(), {s.flat}, dev);
 }
 
 #if TORCH_VERSION_MAJOR >= 2

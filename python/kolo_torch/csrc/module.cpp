@@ -23,4 +23,10 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(),
       "Connects this rank to the group through `store` and returns the torch backend object.");
   m.attr("torch_version_built") = TORCH_VERSION;
+  // Whether CUDA tensors are served (compiled with KOLO_TORCH_CUDA, against a torch with CUDA).
+#ifdef KOLO_TORCH_CUDA
+  m.attr("cuda") = true;
+#else
+  m.attr("cuda") = false;
+#endif
 }

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#ifdef KOLO_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace kolo_torch {
 
 std::optional<kolo::DataType> kolo_dtype(at::ScalarType t) {
@@ -18,30 +22,66 @@ std::optional<kolo::DataType> kolo_dtype(at::ScalarType t) {
   }
 }
 
-void check_cpu(const at::Tensor& t, const char* op) {
-  TORCH_CHECK(t.device().is_cpu(), "kolo: ", op, " takes CPU tensors (got one on ", t.device(), ")");
-  TORCH_CHECK(t.layout() == at::kStrided, "kolo: ", op, " takes dense (strided) tensors");
+OpDevice op_device(std::initializer_list<c10::ArrayRef<at::Tensor>> groups, const char* op) {
+  std::optional<at::Device> first;
+  for (const auto& group : groups) {
+    for (const auto& t : group) {
+      if (!t.defined()) continue;
+#ifdef KOLO_TORCH_CUDA
+      TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "kolo: ", op, " takes CPU or CUDA tensors (got one on ",
+                  t.device(), ")");
+#else
+      TORCH_CHECK(t.device().is_cpu(), "kolo: ", op, " takes CPU tensors (got one on ", t.device(), ")",
+                  t.device().is_cuda() ? "; this kolo_torch was built against a torch without CUDA" : "");
+#endif
+      TORCH_CHECK(t.layout() == at::kStrided, "kolo: ", op, " takes dense (strided) tensors");
+      if (!first) {
+        first = t.device();
+        continue;
+      }
+      TORCH_CHECK(t.device() == *first, "kolo: ", op, " takes tensors on one device (got ", *first, " and ",
+                  t.device(), "): kolo does not mix host and device buffers, nor two devices, in one operation");
+    }
+  }
+  OpDevice d;
+  if (first && first->is_cuda()) {
+    d.cuda = true;
+    d.index = first->has_index() ? first->index() : 0;
+  }
+  return d;
 }
 
-void check_cpu(const std::vector<at::Tensor>& ts, const char* op) {
-  for (const auto& t : ts) check_cpu(t, op);
+void* current_stream(const OpDevice& d) {
+#ifdef KOLO_TORCH_CUDA
+  if (d.cuda) return c10::cuda::getCurrentCUDAStream(d.index).stream();
+#endif
+  (void)d;
+  return nullptr;
 }
+
+namespace {
+kolo::Device kolo_device_of(const at::Tensor& t) {
+  if (t.is_cuda()) return kolo::Device::cuda(t.get_device());
+  return kolo::Device::cpu();
+}
+}  // namespace
 
 kolo::Buffer reduce_buffer(const at::Tensor& c, const char* op) {
   auto dt = kolo_dtype(c.scalar_type());
   TORCH_CHECK(dt.has_value(), "kolo: ", op, " does not reduce dtype ", c.scalar_type(),
               " (kolo reduces int8, uint8, int32, int64, float16, bfloat16, float32 and float64)");
-  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()), *dt);
+  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()), *dt, kolo_device_of(c));
 }
 
 kolo::Buffer byte_buffer(const at::Tensor& c) {
-  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), kolo::DataType::uint8);
+  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), kolo::DataType::uint8,
+                      kolo_device_of(c));
 }
 
 kolo::Buffer move_buffer(const at::Tensor& c) {
   auto dt = kolo_dtype(c.scalar_type());
   if (!dt) return byte_buffer(c);
-  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()), *dt);
+  return kolo::Buffer(c.data_ptr(), static_cast<size_t>(c.numel()), *dt, kolo_device_of(c));
 }
 
 Staged stage(const at::Tensor& t) {

@@ -1,10 +1,53 @@
 #include "work.hpp"
 
+#include <optional>
+#include <thread>
+
 #include <ATen/core/jit_type.h>
+
+#ifdef KOLO_TORCH_CUDA
+#include <c10/core/Event.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "kolo/error.hpp"
 
 namespace kolo_torch {
+
+namespace {
+// torch's "no timeout" is 0 ms (and c10d passes -1 for "unset"); kolo's is kNoTimeout (-1 ms).
+std::chrono::milliseconds kolo_timeout(std::chrono::milliseconds t) {
+  return t.count() > 0 ? t : kolo::Work::kNoTimeout;
+}
+
+#ifdef KOLO_TORCH_CUDA
+// A CUDA operation's GPU side, as this Work sees it.
+struct CudaSide {
+  c10::DeviceIndex index;
+  // Where the result is finished: it waits for kolo's copies back, runs the finish step's
+  // copies, and the future's events are recorded on it.
+  c10::cuda::CUDAStream side;
+  // Recorded on `side` once all of the above is queued there: the operation's end on the GPU.
+  c10::Event done{c10::DeviceType::CUDA};
+  // The finish step queues GPU work: wait() cannot be a plain stream wait on kolo's result
+  // before the host side is done (it waits for the host side, then for `done`).
+  bool gpu_finish;
+  CudaSide(c10::DeviceIndex i, bool finish)
+      : index(i), side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, i)), gpu_finish(finish) {}
+};
+
+// Tells torch's caching allocator that `ts` are used on `stream` until what is queued there now
+// has run: their memory is not handed out again before (they were allocated on the issuing
+// stream, and kolo's copies and the finish step use them on others).
+void record_on(const std::vector<at::Tensor>& ts, const c10::cuda::CUDAStream& stream) {
+  for (const auto& t : ts)
+    if (t.defined() && t.is_cuda() && t.has_storage())
+      c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream);
+}
+#endif
+}  // namespace
 
 struct KoloWork::State {
   std::mutex mu;
@@ -17,8 +60,27 @@ struct KoloWork::State {
   std::vector<at::Tensor> keep;
   c10::intrusive_ptr<c10::ivalue::Future> future;
 
-  // One part completed (on kolo's completing thread); the last one finishes the operation.
-  void part_done(std::exception_ptr part_error) {
+#ifdef KOLO_TORCH_CUDA
+  std::unique_ptr<CudaSide> cuda;  // set for an operation on CUDA tensors
+#endif
+
+  // One part completed (on kolo's completing thread, or the issuing thread for `w` null: the
+  // extra count start() releases); the last one finishes the operation.
+  void part_done(kolo::Work* w, std::exception_ptr part_error) {
+#ifdef KOLO_TORCH_CUDA
+    // kolo's host side is done; its copies into device memory may still be in flight: the side
+    // stream waits for them (on the GPU) before anything reads the result there.
+    if (cuda && w != nullptr && !part_error) {
+      try {
+        c10::cuda::CUDAGuard device(cuda->index);
+        w->wait_stream(cuda->side.stream());
+      } catch (...) {
+        part_error = std::current_exception();
+      }
+    }
+#else
+    (void)w;
+#endif
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -31,6 +93,18 @@ struct KoloWork::State {
       std::lock_guard<std::mutex> lk(mu);
       err = error;
     }
+#ifdef KOLO_TORCH_CUDA
+    // The finish step's copies, the allocator's records, the end event and the future's events
+    // all go on the side stream.
+    std::optional<c10::cuda::CUDAStreamGuard> on_side;
+    if (cuda) {
+      try {
+        on_side.emplace(cuda->side);
+      } catch (...) {  // a CUDA error: the operation fails (its waiters must not hang)
+        if (!err) err = std::current_exception();
+      }
+    }
+#endif
     if (!err && fn) {
       try {
         fn();
@@ -38,18 +112,35 @@ struct KoloWork::State {
         err = std::current_exception();
       }
     }
+#ifdef KOLO_TORCH_CUDA
+    if (cuda && on_side) {
+      try {
+        record_on(outputs, cuda->side);
+        record_on(keep, cuda->side);
+        cuda->done.record(cuda->side);
+      } catch (...) {
+        if (!err) err = std::current_exception();
+      }
+    }
+#endif
     {
       std::lock_guard<std::mutex> lk(mu);
       error = err;
       done = true;
       keep.clear();
     }
+    fn = nullptr;  // its staging tensors were recorded above (they are in `keep` or `outputs`)
     cv.notify_all();
-    // Outside the lock: the future's callbacks (DDP hooks, Python then()) run here.
-    if (err)
-      future->setError(err);
-    else
-      future->markCompleted(c10::IValue(outputs));
+    // Outside the lock: the future's callbacks (DDP hooks, Python then()) run here. A CUDA
+    // future records its events on the current stream: the side stream, still current here.
+    try {
+      if (err)
+        future->setError(err);
+      else
+        future->markCompleted(c10::IValue(outputs));
+    } catch (...) {  // e.g. refused by the future (a tensor on a device it was not made for)
+      future->setErrorIfNeeded(std::current_exception());
+    }
   }
 };
 
@@ -58,17 +149,29 @@ KoloWork::KoloWork(int rank, c10d::OpType type, std::vector<kolo::WorkPtr> parts
 
 c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::vector<kolo::WorkPtr> parts,
                                              std::vector<at::Tensor> outputs, std::function<void()> finish,
-                                             std::vector<at::Tensor> keep) {
+                                             std::vector<at::Tensor> keep, OpDevice device) {
   auto st = std::make_shared<State>();
   st->remaining = parts.size() + 1;  // +1: released below, after every callback is registered
+  const bool has_finish = static_cast<bool>(finish);
   st->finish = std::move(finish);
   st->outputs = std::move(outputs);
   st->keep = std::move(keep);
-  st->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  std::vector<c10::Device> future_devices;
+#ifdef KOLO_TORCH_CUDA
+  if (device.cuda) {
+    st->cuda = std::make_unique<CudaSide>(device.index, has_finish);
+    future_devices.emplace_back(c10::DeviceType::CUDA, device.index);
+  }
+#else
+  TORCH_CHECK(!device.cuda, "kolo: this kolo_torch was built without CUDA");
+  (void)has_finish;
+#endif
+  st->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                        std::move(future_devices));
   auto work = c10::make_intrusive<KoloWork>(rank, type, parts, st);
-  for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(w.exception()); });
+  for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(&w, w.exception()); });
   // The extra count: an operation with no kolo part (nothing to move) completes here.
-  st->part_done(nullptr);
+  st->part_done(nullptr, nullptr);
   return work;
 }
 
@@ -77,18 +180,30 @@ c10::intrusive_ptr<KoloWork> KoloWork::join(int rank, c10d::OpType type,
                                             std::vector<at::Tensor> outputs) {
   std::vector<kolo::WorkPtr> parts;
   std::vector<std::shared_ptr<State>> states;
+  OpDevice device;
   for (const auto& w : works) {
     parts.insert(parts.end(), w->parts_.begin(), w->parts_.end());
     states.push_back(w->state_);
+#ifdef KOLO_TORCH_CUDA
+    if (w->state_->cuda) {
+      device.cuda = true;
+      device.index = w->state_->cuda->index;
+    }
+#endif
   }
   // Runs after the last part's callbacks, which were registered (and so run) before this join's:
-  // every sub-work has finished by then, and this only collects their errors.
+  // every sub-work has finished by then, and this only collects their errors (and, on CUDA,
+  // makes this Work's side stream, current here, wait for theirs: this finish step counts as GPU
+  // work, so wait() on a joined CUDA Work waits for the host side first).
   return start(rank, type, std::move(parts), std::move(outputs), [states] {
     for (const auto& st : states) {
       std::lock_guard<std::mutex> lk(st->mu);
       if (st->error) std::rethrow_exception(st->error);
+#ifdef KOLO_TORCH_CUDA
+      if (st->cuda) st->cuda->done.block(c10::cuda::getCurrentCUDAStream(st->cuda->index));
+#endif
     }
-  });
+  }, {}, device);
 }
 
 bool KoloWork::isCompleted() {
@@ -96,6 +211,11 @@ bool KoloWork::isCompleted() {
   // on the engine thread instead of waiting for a waiter to run it.
   for (auto& p : parts_) p->is_completed();
   std::lock_guard<std::mutex> lk(state_->mu);
+#ifdef KOLO_TORCH_CUDA
+  // A CUDA operation: once its result is in device memory (the end event covers kolo's copies
+  // back, which the side stream waited for, and the finish step's).
+  if (state_->cuda && state_->done && !state_->error) return state_->cuda->done.query();
+#endif
   return state_->done;
 }
 
@@ -110,9 +230,12 @@ std::exception_ptr KoloWork::exception() const {
 }
 
 bool KoloWork::wait(std::chrono::milliseconds timeout) {
+#ifdef KOLO_TORCH_CUDA
+  if (state_->cuda) return wait_device(timeout);
+#endif
   // kolo::Work::wait runs a still-queued operation on this thread (no hand-off to the engine
   // thread), so waiting on the parts, not only on the state, matters for latency.
-  const auto t = timeout.count() > 0 ? timeout : kolo::Work::kNoTimeout;
+  const auto t = kolo_timeout(timeout);
   const auto deadline = std::chrono::steady_clock::now() + t;
   for (auto& p : parts_) {
     auto left = t;
@@ -133,6 +256,64 @@ bool KoloWork::wait(std::chrono::milliseconds timeout) {
   state_->cv.wait(lk, [&] { return state_->done; });  // callbacks have run once the parts' wait returned
   if (state_->error) std::rethrow_exception(state_->error);
   return true;
+}
+
+bool KoloWork::wait_device(std::chrono::milliseconds timeout) {
+#ifdef KOLO_TORCH_CUDA
+  auto& cu = *state_->cuda;
+  auto current = c10::cuda::getCurrentCUDAStream(cu.index);
+  {
+    std::unique_lock<std::mutex> lk(state_->mu);
+    if (!state_->done && !cu.gpu_finish) {
+      // The result lands in the tensors themselves: torch's current stream waits for kolo's
+      // copies back, on the GPU (as WorkNCCL::wait does); kolo throws the error if it is known.
+      lk.unlock();
+      c10::cuda::CUDAGuard guard(cu.index);
+      for (auto& p : parts_) p->wait_stream(current.stream(), kolo_timeout(timeout));
+      return true;
+    }
+    // Finished on the side stream (or about to be): wait for the host side, then the current
+    // stream waits for the end event.
+    auto is_done = [&] { return state_->done; };
+    if (timeout.count() > 0) {
+      TORCH_CHECK(state_->cv.wait_for(lk, timeout, is_done), "kolo: wait() timed out after ", timeout.count(),
+                  " ms");
+    } else {
+      // Nudge queued parts (as isCompleted does) while the host side runs.
+      lk.unlock();
+      for (auto& p : parts_) p->is_completed();
+      lk.lock();
+      state_->cv.wait(lk, is_done);
+    }
+    if (state_->error) std::rethrow_exception(state_->error);
+  }
+  cu.done.block(current);
+  return true;
+#else
+  (void)timeout;
+  return true;
+#endif
+}
+
+void KoloWork::synchronize() {
+#ifdef KOLO_TORCH_CUDA
+  if (!state_->cuda) return;
+  // Blocks the host until the result is in device memory: kolo's copies back, then the finish
+  // step's on the side stream.
+  for (auto& p : parts_) {
+    try {
+      p->synchronize();
+    } catch (...) {
+      // The operation's error: rethrown below once the Work is settled.
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lk(state_->mu);
+    state_->cv.wait(lk, [&] { return state_->done; });
+    if (state_->error) std::rethrow_exception(state_->error);
+  }
+  while (!state_->cuda->done.query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+#endif
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() { return state_->future; }

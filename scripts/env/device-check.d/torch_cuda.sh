@@ -1,0 +1,38 @@
+# Sourced by scripts/env/device-check.sh (which defines $B, $D, $OUT, step and the summary array)
+# after its torch step (run_torch) has compiled kolo_torch against that machine's torch into
+# /tmp/py, with KOLO_TORCH_CUDA where that torch has CUDA. Defines run_torch_cuda: kolo_torch on
+# CUDA tensors, 2 ranks sharing the one GPU (tests/torch/test_cuda.py):
+#   collectives  every collective and point-to-point operation on device buffers, every element
+#                checked; async_op=True + wait() + the tensor used on the current stream; the
+#                future and then(); synchronize()/is_completed(); mixed host/device refused
+#   ddp          examples/torch/train.py --device cuda under DDP, 2 ranks vs 1 rank with the same
+#                global batch: the same losses (float32 tolerance), printed in the log
+# KOLO_REQUIRE_CUDA=1: a missing GPU or a kolo_torch built without CUDA fails instead of skipping.
+# Timeouts: 100 s + 90 s. One log: $OUT/torch-cuda.log; one summary line.
+run_torch_cuda() {
+  step "torch CUDA: kolo_torch on CUDA tensors, 2 ranks on one GPU"
+  local log=$OUT/torch-cuda.log line rc
+  if ! ls /tmp/py/kolo_torch/_C*.so >/dev/null 2>&1; then
+    summary+=("torch cuda: no /tmp/py/kolo_torch/_C (the torch step builds it; it failed or did not run)")
+    return
+  fi
+  {
+    nvidia-smi --query-gpu=name,compute_mode,memory.used,memory.total --format=csv,noheader
+    PYTHONPATH=/tmp/py python3 -c 'import torch, kolo_torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(),
+      "devices", torch.cuda.device_count(), "kolo_torch._C.cuda", kolo_torch._C.cuda)'
+  } > "$log" 2>&1
+  line="torch cuda ($(tail -1 "$log" | sed 's/^torch //')):"
+  for part in "collectives 100" "ddp 90"; do
+    set -- $part
+    KOLO_REQUIRE_CUDA=1 timeout -k 5 "$2" python3 tests/torch/run_pytest.py /tmp/py tests/torch/test_cuda.py \
+      -q -s -k "$1" > "/tmp/torch-cuda-$1.log" 2>&1
+    rc=$?
+    { echo "== test_cuda.py -k $1: rc=$rc"; cat "/tmp/torch-cuda-$1.log"; } >> "$log"
+    line+=" $1 rc=$rc ($(grep -hoE '^\[  (PASSED|FAILED) *\] [0-9]+ test' "/tmp/torch-cuda-$1.log" | tr '\n' ' '))"
+  done
+  # The DDP comparison's numbers (check_same_training prints them).
+  line+=" $(grep -hoE '^ddp cuda: max [^;]*' "$log" | tail -n 1)"
+  tail -n 5 "$log"
+  summary+=("$line")
+}
