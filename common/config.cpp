@@ -27,7 +27,7 @@ const std::vector<Tunable>& tunables() {
       // Device memory
       {"KOLO_DEVICE_STANDIN", "0", "Tests without a GPU: N > 0 makes kolo stage \"device\" buffers through a host stand-in for a GPU with N devices (kernels/standin: host memory from its alloc_device, streams run by threads) instead of CUDA."},
       {"KOLO_DEVICE_CHUNK_BYTES", "4M", "Device memory: an all-reduce, reduce or broadcast larger than this runs as one host operation per chunk of this size, so that copying chunks out of and back into device memory overlaps moving the others."},
-      {"KOLO_DEVICE_STAGE_BYTES", "4M", "Device memory: pinned host staging kept per group for reuse (larger operations allocate and free their own)."},
+      {"KOLO_DEVICE_STAGE_BYTES", "256M", "Device memory: pinned host staging kept per group for reuse, beside a 4 MiB slab for small operations (past it, operations pin and unpin their own: milliseconds each)."},
       // Selection
       {"KOLO_ALGO", "", "Force an algorithm: a name (ring, tree, direct, rd, ...) for every collective that has it, or per collective: allreduce=ring,broadcast=tree."},
       {"KOLO_TRANSPORT", "", "Force a transport for every peer (tcp, shm, ibverbs). Empty: automatic (shm for ranks on this host; for the others ibverbs when both ends have an active RDMA port, else tcp)."},

@@ -16,6 +16,7 @@
 # device:  device memory through the engine on the GPU: the collectives matrix on CUDA memory at 1-4
 #          ranks sharing the GPU, and the stream semantics, refusals and failures (tests/collectives,
 #          KOLO_TEST_REAL_GPU=1).
+# staging: kolo-bench-device-staging, the parts of one staged device operation, each timed alone.
 # device-check.d/NAME.sh: more steps, one file each, defining run_NAME (and CARRY_NAME: built
 #          files `prepare` must carry, relative to the build).
 # gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
@@ -36,7 +37,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 D=$PWD/.devcarry
-EXTRA_CARRY=(tests/collectives/collectives-test tests/collectives/kolo-test-worker)
+EXTRA_CARRY=(tests/collectives/collectives-test tests/collectives/kolo-test-worker bench/micro/kolo-bench-device-staging)
 for f in scripts/env/device-check.d/*.sh; do
   [ -e "$f" ] || continue
   # shellcheck source=/dev/null
@@ -150,6 +151,12 @@ run_device() {
       grep -m1 -h "device runtime:" /tmp/san.log
     done
   done
+}
+
+run_staging() {
+  step "device staging: the parts of one staged operation (copy out, flag waits, pinning), 8 B all-reduce"
+  timeout 60 "$B/bench/micro/kolo-bench-device-staging" > "$OUT/staging.log" 2>&1
+  summary+=("staging: rc=$? $(grep -h '^PART' "$OUT/staging.log" | sed 's/^PART //' | tr '\n' ';')")
 }
 
 run_torch() {

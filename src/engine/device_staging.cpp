@@ -5,7 +5,11 @@
 namespace kolo::engine {
 
 DeviceStaging::DeviceStaging(kernels::DeviceRuntime& r, int d, size_t keep_bytes)
-    : rt(r), device(d), copy_stream((r.set_device(d), r.create_stream())), keep_bytes_(keep_bytes) {}
+    : rt(r), device(d), copy_stream((r.set_device(d), r.create_stream())), keep_bytes_(keep_bytes) {
+  slab_ = static_cast<char*>(rt.alloc_host(kSlotBytes * kSlots));
+  for (size_t i = kSlots; i-- > 0;) free_blocks_.push_back({slab_ + i * kSlotBytes, kSlotBytes, true});
+  for (size_t i = 0; i < kEventsAhead; ++i) free_events_.push_back(rt.create_event());
+}
 
 DeviceStaging::~DeviceStaging() {
   try {
@@ -13,7 +17,9 @@ DeviceStaging::~DeviceStaging() {
     rt.synchronize(copy_stream);
     std::lock_guard<std::mutex> lk(mu_);
     reclaim_locked();
-    for (Block& b : free_blocks_) rt.free_host(b.host);
+    for (Block& b : free_blocks_)
+      if (!b.in_slab) rt.free_host(b.host);
+    if (retired_.empty()) rt.free_host(slab_);  // else a stream may still copy into a slot
     for (void* e : free_events_) rt.destroy_event(e);
     // Blocks still retired are in a user's stream that has not reached them: left allocated.
     for (uint32_t* page : flag_pages_) rt.free_host(page);
@@ -40,7 +46,9 @@ void DeviceStaging::reclaim_locked() {
     for (void* e : r.events)
       if (e) free_events_.push_back(e);
     if (r.block.host == nullptr) continue;
-    if (free_bytes_ + r.block.bytes <= keep_bytes_) {
+    if (r.block.in_slab) {
+      free_blocks_.push_back(r.block);
+    } else if (free_bytes_ + r.block.bytes <= keep_bytes_) {
       free_blocks_.push_back(r.block);
       free_bytes_ += r.block.bytes;
     } else {
@@ -62,14 +70,17 @@ DeviceStaging::Block DeviceStaging::take_block(size_t bytes) {
       Block b = free_blocks_[best];
       free_blocks_[best] = free_blocks_.back();
       free_blocks_.pop_back();
-      free_bytes_ -= b.bytes;
+      if (!b.in_slab) free_bytes_ -= b.bytes;
       return b;
     }
   }
-  // Powers of two from 64 KiB, so that blocks fit later operations of similar sizes.
-  size_t size = 64 << 10;
-  while (size < bytes) size <<= 1;
-  return {static_cast<char*>(rt.alloc_host(size)), size};
+  // Powers of two from 64 KiB to 4 MiB, then multiples of 4 MiB: blocks fit later operations
+  // of similar sizes without pinning twice what a large one needs.
+  constexpr size_t kStep = 4 << 20;
+  size_t size = kSlotBytes;
+  while (size < bytes && size < kStep) size <<= 1;
+  if (size < bytes) size = (bytes + kStep - 1) / kStep * kStep;
+  return {static_cast<char*>(rt.alloc_host(size)), size, false};
 }
 
 void* DeviceStaging::take_event() {

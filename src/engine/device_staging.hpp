@@ -27,6 +27,7 @@ class DeviceStaging {
   struct Block {
     char* host = nullptr;
     size_t bytes = 0;
+    bool in_slab = false;  // a slot of the slab: never freed on its own
   };
   // A pinned block of at least `bytes`, and two events, all free for use.
   Block take_block(size_t bytes);
@@ -49,6 +50,11 @@ class DeviceStaging {
   void reclaim_locked();  // moves retired blocks and events whose events are done to the free lists
 
   const size_t keep_bytes_;
+  // Small operations' blocks are slots of one slab, and events are made ahead: pinning host
+  // memory (cudaHostAlloc) costs hundreds of microseconds and synchronizes the device, and a
+  // block or event still in the GPU's hands when the next operation comes cannot be reused.
+  static constexpr size_t kSlotBytes = 64 << 10, kSlots = 64, kEventsAhead = 64;
+  char* slab_ = nullptr;
   std::mutex mu_;
   std::vector<Block> free_blocks_;
   size_t free_bytes_ = 0;
