@@ -1,6 +1,8 @@
 #include "engine/device_staging.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace kolo::engine {
 
@@ -71,6 +73,21 @@ DeviceStaging::Block DeviceStaging::take_block(size_t bytes) {
       free_blocks_[best] = free_blocks_.back();
       free_blocks_.pop_back();
       if (!b.in_slab) free_bytes_ -= b.bytes;
+      return b;
+    }
+    // A retired block that fits is waiting only for copies already queued on the GPU: waiting
+    // for them (microseconds) beats pinning a new block (hundreds of microseconds, and it
+    // synchronizes the device). Bounded: past a millisecond, pin.
+    for (Retired& r : retired_) {
+      if (r.block.host == nullptr || r.block.bytes < bytes) continue;
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      bool done = false;
+      while (!(done = (!r.events[0] || rt.done(r.events[0])) && (!r.events[1] || rt.done(r.events[1]))) &&
+             std::chrono::steady_clock::now() < give_up)
+        std::this_thread::yield();
+      if (!done) break;
+      Block b = r.block;
+      r.block = {};  // its events go back to the free list with the next reclaim
       return b;
     }
   }

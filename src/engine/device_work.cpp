@@ -37,6 +37,7 @@ DeviceWork::DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std
   WorkAccess::set_device(*this, this);
   flag_ = staging_->take_flag();
   done_ = staging_->take_event();
+  block_done_ = staging_->take_event();
   for (Part& p : parts) {
     p.owner = this;
     p.ready = staging_->take_event();
@@ -44,7 +45,7 @@ DeviceWork::DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std
 }
 
 DeviceWork::~DeviceWork() {
-  staging_->give_back(block_, done_, nullptr, flag_);
+  staging_->give_back(block_, done_, block_done_, flag_);
   for (Part& p : parts) staging_->give_back({}, p.ready, nullptr, {});
 }
 
@@ -86,6 +87,10 @@ void DeviceWork::deliver(size_t i, std::exception_ptr error) noexcept {
       // synchronize(), is_completed(), exception() and the group's next call).
       if (rt_.can_wait_on_flags()) rt_.write_flag(staging_->copy_stream, flag_.slot, flag_.value);
       rt_.record(done_, staging_->copy_stream);
+      rt_.record(block_done_, staging_->copy_stream);
+      staging_->give_back(block_, block_done_, nullptr, {});
+      block_ = {};
+      block_done_ = nullptr;
     }
   } catch (const std::exception& e) {
     KOLO_LOG(error, "kolo: " << op_name() << " #" << seq() << ": copying its result to device memory failed: " << e.what());

@@ -69,6 +69,9 @@ class DeviceWork final : public Work, public DeviceCompletion {
   kernels::DeviceRuntime& rt_;
   void* const stream_;
   DeviceStaging::Block block_;
+  // Recorded behind the last copy back: the block goes back to the staging then, not when the
+  // caller drops this Work (the next operation would otherwise pin a new one).
+  void* block_done_ = nullptr;
   DeviceStaging::Flag flag_;
   void* done_ = nullptr;
   std::mutex deliver_mu_;  // the parts' ends (in issue order, but failures may come from any thread)
