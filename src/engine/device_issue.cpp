@@ -216,7 +216,11 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
       if (out_bytes) p.out = {out_dev + off, out_host + off, count * es};
       HostOperation h = whole;
       h.args.count = count;
-      auto shift = [&](auto* ptr, size_t used) { return used ? static_cast<char*>(const_cast<void*>(static_cast<const void*>(ptr))) + off : static_cast<char*>(const_cast<void*>(static_cast<const void*>(ptr))); };
+      // A buffer this rank uses moves to chunk k; one it does not use stays as it is.
+      auto shift = [off](const void* ptr, size_t used) {
+        char* c = static_cast<char*>(const_cast<void*>(ptr));
+        return used ? c + off : c;
+      };
       h.args.send = shift(whole.args.send, u.send_elems);
       h.args.recv = args.kind == CollKind::broadcast ? const_cast<void*>(h.args.send) : shift(whole.args.recv, u.recv_elems);
       h.send = Buffer(const_cast<void*>(h.args.send), u.send_elems ? count : 0, whole.send.dtype);
