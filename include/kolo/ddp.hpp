@@ -118,6 +118,13 @@ class DistributedDataParallel {
   ProcessGroup& group() const;
 
  private:
+  // ShardedDataParallel runs this reducer with reduce-scatters instead of all-reduces: the same
+  // buckets, marks, launch order, no_sync and error handling, a different collective per bucket.
+  friend class ShardedDataParallel;
+  enum class Reduction { allreduce, reduce_scatter };
+  DistributedDataParallel(std::shared_ptr<ProcessGroup> group, float* params, float* grads, size_t total,
+                          std::vector<DdpParam> layout, DdpOptions opts, Reduction reduction);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
