@@ -118,9 +118,9 @@ class Trainer {
     const auto start = Clock::now();
     const std::vector<size_t> samples = sampler_.next_step();
     const double local_loss = optimizer_->forward_backward(train_windows_, samples, opt_.batch, opt_.accum);
-    const auto comm = optimizer_->comm_stats();
     const double lr = schedule_.at(step);
     const double norm = optimizer_->update(lr, opt_.clip);
+    const auto comm = optimizer_->comm_stats();  // after update(): --zero 1 all-gathers there
     const double loss = mean_over_ranks(*group_, local_loss);
 
     StepRecord record;

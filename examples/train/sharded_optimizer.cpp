@@ -2,6 +2,8 @@
 // reduce-scattered, the global norm comes from the shards' squared norms (one all-reduce), each
 // rank clips and updates its shard, and the new weights are all-gathered. Checkpoints hold the
 // whole state: gathered to rank 0 to save, and each rank takes its shard of a loaded one.
+#include <chrono>
+
 #include "grad_clip.hpp"
 #include "kolo/sharded_ddp.hpp"
 #include "parallel_optimizer.hpp"
@@ -37,11 +39,20 @@ class ShardedOptimizer final : public DataParallelOptimizer {
       for (const ShardRange& r : zero_.shard())
         for (size_t i = r.offset; i < r.offset + r.count; ++i) model_.grads()[i] *= scale;
     adamw_.step(model_.params(), model_.grads(), float(lr));  // touches the shard only
+    const auto gather_start = std::chrono::steady_clock::now();
     zero_.gather_params();
+    gather_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - gather_start).count();
     return norm;
   }
 
-  DistributedDataParallel::StepStats comm_stats() const override { return zero_.last_step_stats(); }
+  // The all-gather is waited for at once, so all of it is exposed; it is counted with the
+  // reduce-scatters so that the step line compares with DDP's all-reduce.
+  DistributedDataParallel::StepStats comm_stats() const override {
+    DistributedDataParallel::StepStats stats = zero_.last_step_stats();
+    stats.comm_seconds += gather_seconds_;
+    stats.exposed_wait_seconds += gather_seconds_;
+    return stats;
+  }
 
   AdamState state_on_rank0() override {
     const bool root = zero_.group().rank() == 0;
@@ -64,6 +75,7 @@ class ShardedOptimizer final : public DataParallelOptimizer {
   gpt::Model<float>& model_;
   ShardedDataParallel zero_;
   AdamW adamw_;
+  double gather_seconds_ = 0;  // of the last update()
 };
 
 }  // namespace
