@@ -10,6 +10,9 @@
 //
 // Buckets are launched strictly in bucket order (bucket k only after buckets 0..k-1), whatever
 // order the marks come in, so every rank issues the same collectives in the same order.
+//
+// kolo/sharded_ddp.hpp's ShardedDataParallel (ZeRO-1) runs this reducer with a reduce-scatter per
+// bucket instead, for optimizers whose state is sharded over the ranks.
 #pragma once
 #include <chrono>
 #include <cstddef>

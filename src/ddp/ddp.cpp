@@ -2,6 +2,8 @@
 // bucket whose count reaches zero starts its all-reduce (avg) as soon as every bucket before it
 // has started, so all ranks issue the same collectives in the same order whatever order their
 // backward marks parameters in. finish() waits for the buckets and unpacks compressed ones.
+// For ShardedDataParallel (Reduction::reduce_scatter) a bucket's launch is a reduce-scatter of
+// its chunks plus an all-reduce of its tail (kolo/sharded_ddp.hpp); everything else is shared.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
