@@ -7,12 +7,12 @@
 
 namespace kolo::train {
 
-AdamW::AdamW(size_t num_params, std::vector<DecayRange> ranges, AdamWConfig config)
-    : ranges_(std::move(ranges)), config_(config), m_(num_params, 0.0f), v_(num_params, 0.0f) {
+AdamW::AdamW(size_t state_size, std::vector<DecayRange> ranges, AdamWConfig config)
+    : ranges_(std::move(ranges)), config_(config), m_(state_size, 0.0f), v_(state_size, 0.0f) {
   for (const DecayRange& r : ranges_)
-    if (r.offset + r.count > num_params)
+    if (r.state_begin() + r.count > state_size)
       throw InvalidArgument("AdamW: range [" + std::to_string(r.offset) + ", " + std::to_string(r.offset + r.count) +
-                            ") outside " + std::to_string(num_params) + " parameters");
+                            ") has its state outside the " + std::to_string(state_size) + " elements of the state");
 }
 
 void AdamW::step(float* params, const float* grads, float lr) {
@@ -27,8 +27,8 @@ void AdamW::step(float* params, const float* grads, float lr) {
     const float shrink = r.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
     float* p = params + r.offset;
     const float* g = grads + r.offset;
-    float* m = m_.data() + r.offset;
-    float* v = v_.data() + r.offset;
+    float* m = m_.data() + r.state_begin();
+    float* v = v_.data() + r.state_begin();
     for (size_t i = 0; i < r.count; ++i) {
       p[i] *= shrink;
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];

@@ -15,17 +15,23 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
-// An element range of the flat parameter buffer and whether it is decayed.
+// An element range of the flat parameter buffer, whether it is decayed, and where its moments
+// lie in the optimizer state. By default at the same offset (the state mirrors the parameters);
+// a sharded optimizer (ZeRO-1) keeps only its shard's moments, packed, so it says where.
 struct DecayRange {
+  static constexpr size_t kAtOffset = SIZE_MAX;
   size_t offset = 0;
   size_t count = 0;
   bool decay = false;
+  size_t state_offset = kAtOffset;
+  size_t state_begin() const { return state_offset == kAtOffset ? offset : state_offset; }
 };
 
 class AdamW {
  public:
   // `ranges` cover the parameters to update; elements outside every range are left alone.
-  AdamW(size_t num_params, std::vector<DecayRange> ranges, AdamWConfig config);
+  // `state_size`: the length of each moment vector (the parameter count, or a shard's size).
+  AdamW(size_t state_size, std::vector<DecayRange> ranges, AdamWConfig config);
 
   // One update with learning rate `lr` from the gradients `grads` (already averaged and clipped).
   void step(float* params, const float* grads, float lr);
@@ -35,6 +41,7 @@ class AdamW {
   std::vector<float>& first_moment() { return m_; }
   std::vector<float>& second_moment() { return v_; }
   void set_steps(uint64_t steps) { steps_ = steps; }
+  size_t state_size() const { return m_.size(); }  // elements per moment
 
  private:
   std::vector<DecayRange> ranges_;

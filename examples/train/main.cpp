@@ -2,13 +2,14 @@
 //
 //   kolorun -n 2 build/examples/train/kolo-train --steps 300
 //
-// Every rank builds the same model from the same seed, DistributedDataParallel checks that the
-// layouts agree and broadcasts rank 0's weights, and then each step:
+// Every rank builds the same model from the same seed, the reducer checks that the layouts agree
+// and broadcasts rank 0's weights, and then each step:
 //   1. the sampler hands this rank its disjoint share of the global batch,
 //   2. forward/backward over the share's micro-batches; the last backward starts each bucket's
-//      all-reduce as soon as its gradients are final (overlapping the rest of backward),
-//   3. ddp.finish() waits for the averaged gradients, identical on every rank,
-//   4. the global gradient norm is clipped and AdamW updates the weights, identically everywhere.
+//      all-reduce (or reduce-scatter, --zero 1) as soon as its gradients are final,
+//   3. the reducer waits for the averaged gradients (or this rank's shard of them),
+//   4. the global gradient norm is clipped and AdamW updates the weights (--zero 1: each rank
+//      its shard, then the weights are all-gathered); see parallel_optimizer.hpp.
 // Rank 0 prints a line per step, evaluates, writes checkpoints, and at the end prints the
 // throughput summary, a text sample and the loss curve.
 #include <unistd.h>
@@ -18,28 +19,26 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "adamw.hpp"
 #include "blas_core_choice.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "distributed_sampler.hpp"
 #include "evaluate.hpp"
-#include "grad_clip.hpp"
-#include "kolo/ddp.hpp"
 #include "kolo/kolo.hpp"
 #include "loss_plot.hpp"
 #include "lr_schedule.hpp"
+#include "memory_report.hpp"
 #include "model/model.hpp"
+#include "parallel_optimizer.hpp"
 #include "rng.hpp"
 #include "step_report.hpp"
 #include "text_generator.hpp"
 #include "train_options.hpp"
-#include "train_step.hpp"
-#include "weight_decay_policy.hpp"
 
 namespace kolo::train {
 namespace {
@@ -60,22 +59,6 @@ int default_blas_threads() {
   return std::max(1, cores / std::max(1, read_launch_env().local_world_size));
 }
 
-DdpOptions ddp_options(const TrainOptions& opt) {
-  DdpOptions d;
-  d.first_bucket_bytes = static_cast<size_t>(opt.first_bucket_mb * (1 << 20));
-  d.bucket_bytes = static_cast<size_t>(opt.bucket_mb * (1 << 20));
-  d.compression = opt.compression == "fp16"   ? GradCompression::float16
-                  : opt.compression == "bf16" ? GradCompression::bfloat16
-                                              : GradCompression::none;
-  return d;
-}
-
-std::vector<DdpParam> ddp_layout(const std::vector<gpt::ParamInfo>& layout) {
-  std::vector<DdpParam> params;
-  for (const gpt::ParamInfo& p : layout) params.push_back({p.name, p.offset, p.count});
-  return params;
-}
-
 void write_params(const std::string& path, const gpt::Model<float>& model) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(model.params()), std::streamsize(model.num_params() * sizeof(float)));
@@ -94,8 +77,6 @@ class Trainer {
         train_windows_(split_.train, opt.seq),
         val_windows_(split_.validation, opt.seq),
         model_(gpt::Config{256, opt.seq, opt.layers, opt.heads, opt.dim}),
-        adamw_(model_.num_params(), decay_ranges(model_.layout()),
-               AdamWConfig{float(opt.beta1), float(opt.beta2), 1e-8f, float(opt.weight_decay)}),
         global_batch_(size_t(ranks_) * size_t(opt.batch) * size_t(opt.accum)),
         sampler_(train_windows_.count(), opt.seed, rank_, ranks_, global_batch_),
         rng_(Rng::mix(opt.seed, 0x5eed)) {
@@ -109,16 +90,18 @@ class Trainer {
 
   void run() {
     // Collective: checks that every rank built the same layout, then broadcasts rank 0's weights.
-    DistributedDataParallel ddp(group_, model_.params(), model_.grads(), model_.num_params(),
-                                ddp_layout(model_.layout()), ddp_options(opt_));
-    print_banner(ddp.bucket_count());
+    optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, resumed_adam_ ? &*resumed_adam_ : nullptr);
+    resumed_adam_.reset();  // with --zero 1 this rank keeps only its shard of it
+    print_banner();
     for (uint64_t step = first_step_; step < uint64_t(opt_.steps); ++step) {
-      train_one_step(ddp, step);
+      train_one_step(step);
       const uint64_t done = step + 1;
       if (opt_.eval_every > 0 && done % uint64_t(opt_.eval_every) == 0) evaluate(done);
       if (opt_.ckpt_every > 0 && done % uint64_t(opt_.ckpt_every) == 0 && done < uint64_t(opt_.steps))
         checkpoint(done);
     }
+    // Before the final evaluation and checkpoint, whose gathered state is not training's.
+    say(memory_report(*group_, optimizer_->state_bytes()));
     finish_run();
   }
 
@@ -126,7 +109,7 @@ class Trainer {
   uint64_t current_step() const { return current_step_; }
 
  private:
-  void train_one_step(DistributedDataParallel& ddp, uint64_t step) {
+  void train_one_step(uint64_t step) {
     if (opt_.die_at_step > 0 && step + 1 == uint64_t(opt_.die_at_step) && rank_ == opt_.die_rank) {
       std::fprintf(stderr, "kolo-train rank %d: --die-at-step %d: killing myself\n", rank_, opt_.die_at_step);
       std::raise(SIGKILL);
@@ -134,12 +117,10 @@ class Trainer {
     current_step_ = step + 1;
     const auto start = Clock::now();
     const std::vector<size_t> samples = sampler_.next_step();
-    const double local_loss = forward_backward(model_, ddp, train_windows_, samples, opt_.batch, opt_.accum);
-    const auto comm = ddp.last_step_stats();
-    // The gradients are now the global average, the same on every rank: the local norm is global.
-    const double norm = clip_grad_norm(model_.grads(), model_.num_params(), opt_.clip);
+    const double local_loss = optimizer_->forward_backward(train_windows_, samples, opt_.batch, opt_.accum);
     const double lr = schedule_.at(step);
-    adamw_.step(model_.params(), model_.grads(), float(lr));
+    const double norm = optimizer_->update(lr, opt_.clip);
+    const auto comm = optimizer_->comm_stats();  // after update(): --zero 1 all-gathers there
     const double loss = mean_over_ranks(*group_, local_loss);
 
     StepRecord record;
@@ -166,6 +147,7 @@ class Trainer {
   }
 
   void checkpoint(uint64_t step) {
+    AdamState adam = optimizer_->state_on_rank0();  // collective with --zero 1
     if (rank_ != 0) return;
     TrainState state;
     state.shape = shape();
@@ -174,10 +156,10 @@ class Trainer {
     state.seed = seed_;
     state.sampler = sampler_.position();
     state.rng = rng_.state();
-    state.adam_steps = adamw_.steps();
+    state.adam_steps = adam.steps;
     state.params.assign(model_.params(), model_.params() + model_.num_params());
-    state.adam_m = adamw_.first_moment();
-    state.adam_v = adamw_.second_moment();
+    state.adam_m = std::move(adam.m);
+    state.adam_v = std::move(adam.v);
     state.train_losses = train_losses_;
     state.validation_losses = validation_losses_;
     say("checkpoint " + save_checkpoint(opt_.ckpt, state));
@@ -207,15 +189,14 @@ class Trainer {
     }
   }
 
-  // --resume: every rank loads the newest checkpoint, so all continue from the same state.
+  // --resume: every rank loads the newest checkpoint, so all continue from the same state. The
+  // optimizer takes AdamW's state (or its shard of it) when run() makes it.
   void resume() {
     auto path = latest_checkpoint(opt_.ckpt);
     if (!path) throw InvalidArgument("--resume: no checkpoint (step-*.ckpt) in " + opt_.ckpt);
     TrainState state = load_checkpoint(*path, shape());
     std::copy(state.params.begin(), state.params.end(), model_.params());
-    adamw_.first_moment() = std::move(state.adam_m);
-    adamw_.second_moment() = std::move(state.adam_v);
-    adamw_.set_steps(state.adam_steps);
+    resumed_adam_ = AdamState{state.adam_steps, std::move(state.adam_m), std::move(state.adam_v)};
     if (state.seed != opt_.seed) {
       say("note: the checkpoint was trained with --seed " + std::to_string(state.seed) + "; its data order continues");
       seed_ = state.seed;
@@ -236,15 +217,17 @@ class Trainer {
     return {256, opt_.seq, opt_.layers, opt_.heads, opt_.dim, model_.num_params(), corpus_fingerprint(text_)};
   }
 
-  void print_banner(size_t buckets) {
-    char line[512];
+  void print_banner() {
+    const size_t buckets = optimizer_->bucket_count();
+    char line[600];
     std::snprintf(line, sizeof line,
                   "kolo-train: %d rank%s, %d BLAS thread%s each; model %d layers, dim %d, %d heads, seq %d: %zu "
-                  "parameters in %zu DDP bucket%s\n"
+                  "parameters in %zu %s bucket%s\n"
                   "data %s: %zu bytes, %zu training windows, %zu validation windows; global batch %zu "
                   "(%d ranks x %d x accum %d) = %zu tokens per step, %zu steps per epoch",
                   ranks_, ranks_ == 1 ? "" : "s", gpt::blas_threads(), gpt::blas_threads() == 1 ? "" : "s",
-                  opt_.layers, opt_.dim, opt_.heads, opt_.seq, model_.num_params(), buckets, buckets == 1 ? "" : "s",
+                  opt_.layers, opt_.dim, opt_.heads, opt_.seq, model_.num_params(), buckets, optimizer_->mode(),
+                  buckets == 1 ? "" : "s",
                   opt_.data.c_str(), text_.size(), train_windows_.count(), val_windows_.count(), global_batch_, ranks_,
                   opt_.batch, opt_.accum, global_batch_ * size_t(opt_.seq), sampler_.steps_per_epoch());
     say(line);
@@ -264,7 +247,8 @@ class Trainer {
   const TokenSplit split_;
   const TokenWindows train_windows_, val_windows_;
   gpt::Model<float> model_;
-  AdamW adamw_;
+  std::unique_ptr<DataParallelOptimizer> optimizer_;  // made by run(): its constructor is collective
+  std::optional<AdamState> resumed_adam_;             // from --resume, until run() hands it over
   LrSchedule schedule_;
   const size_t global_batch_;
   uint64_t seed_ = opt_.seed;

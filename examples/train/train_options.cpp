@@ -113,6 +113,10 @@ std::vector<Flag> value_flags(TrainOptions& o) {
       {"--bucket-mb", "X", execution, "size of DDP's other gradient buckets (25)", number(o.bucket_mb, 1e-6, 1 << 16)},
       {"--compression", "none|fp16|bf16", execution, "gradient compression hook (none)",
        [&o](const std::string& f, const std::string& v) { o.compression = one_of(f, v, {"none", "fp16", "bf16"}); }},
+      {"--zero", "0|1", execution,
+       "0: every rank holds all of AdamW's state (DDP); 1: ZeRO-1, each rank\nholds and updates a 1/ranks shard, "
+       "weights all-gathered (0)",
+       integer(o.zero, 0, 1)},
       {"--die-at-step", "N", testing, "rank --die-rank kills itself with SIGKILL as step N begins (0 = never)",
        integer(o.die_at_step, 0, kBig)},
       {"--die-rank", "R", testing, "the rank --die-at-step kills (1)", integer(o.die_rank, 0, 1 << 20)},

@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string blas_core = "auto";  // see blas_core_choice.hpp
   double bucket_mb = 25, first_bucket_mb = 1;
   std::string compression = "none";
+  int zero = 0;  // 1: ZeRO-1, AdamW's state sharded over the ranks (parallel_optimizer.hpp)
   // Fault injection for the tests: rank die_rank kills itself (SIGKILL) when step die_at_step begins.
   int die_at_step = 0;
   int die_rank = 1;

@@ -6,7 +6,8 @@
 
 namespace kolo::train {
 
-double forward_backward(gpt::Model<float>& model, DistributedDataParallel& ddp, const TokenWindows& windows,
+template <class Reducer>
+double forward_backward(gpt::Model<float>& model, Reducer& ddp, const TokenWindows& windows,
                         const std::vector<size_t>& samples, int batch, int accum) {
   if (samples.size() != size_t(batch) * size_t(accum))
     throw InvalidArgument("forward_backward: " + std::to_string(samples.size()) + " samples for batch " +
@@ -31,5 +32,10 @@ double forward_backward(gpt::Model<float>& model, DistributedDataParallel& ddp, 
   ddp.finish();
   return loss_sum / accum;
 }
+
+template double forward_backward(gpt::Model<float>&, DistributedDataParallel&, const TokenWindows&,
+                                 const std::vector<size_t>&, int, int);
+template double forward_backward(gpt::Model<float>&, ShardedDataParallel&, const TokenWindows&,
+                                 const std::vector<size_t>&, int, int);
 
 }  // namespace kolo::train

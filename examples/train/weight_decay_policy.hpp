@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "adamw.hpp"
+#include "kolo/sharded_ddp.hpp"
 #include "model/config.hpp"
 
 namespace kolo::train {
@@ -15,5 +16,9 @@ bool is_decayed(const std::string& param_name);
 
 // One AdamW range per parameter of the layout.
 std::vector<DecayRange> decay_ranges(const std::vector<gpt::ParamInfo>& layout);
+
+// The pieces of `ranges` inside a ZeRO-1 shard (kolo::ShardedDataParallel::shard()), with their
+// moments packed in the shard's order: the state of a sharded AdamW of shard-size elements.
+std::vector<DecayRange> shard_decay_ranges(const std::vector<DecayRange>& ranges, const std::vector<ShardRange>& shard);
 
 }  // namespace kolo::train

@@ -10,6 +10,9 @@
 //
 // Buckets are launched strictly in bucket order (bucket k only after buckets 0..k-1), whatever
 // order the marks come in, so every rank issues the same collectives in the same order.
+//
+// kolo/sharded_ddp.hpp's ShardedDataParallel (ZeRO-1) runs this reducer with a reduce-scatter per
+// bucket instead, for optimizers whose state is sharded over the ranks.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -118,6 +121,13 @@ class DistributedDataParallel {
   ProcessGroup& group() const;
 
  private:
+  // ShardedDataParallel runs this reducer with reduce-scatters instead of all-reduces: the same
+  // buckets, marks, launch order, no_sync and error handling, a different collective per bucket.
+  friend class ShardedDataParallel;
+  enum class Reduction { allreduce, reduce_scatter };
+  DistributedDataParallel(std::shared_ptr<ProcessGroup> group, float* params, float* grads, size_t total,
+                          std::vector<DdpParam> layout, DdpOptions opts, Reduction reduction);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,6 +5,7 @@
 #include "kolo/error.hpp"
 #include "kolo/options.hpp"
 #include "kolo/process_group.hpp"
+#include "kolo/sharded_ddp.hpp"
 #include "kolo/store.hpp"
 #include "kolo/types.hpp"
 #include "kolo/version.hpp"

@@ -2,6 +2,8 @@
 // bucket whose count reaches zero starts its all-reduce (avg) as soon as every bucket before it
 // has started, so all ranks issue the same collectives in the same order whatever order their
 // backward marks parameters in. finish() waits for the buckets and unpacks compressed ones.
+// For ShardedDataParallel (Reduction::reduce_scatter) a bucket's launch is a reduce-scatter of
+// its chunks plus an all-reduce of its tail (kolo/sharded_ddp.hpp); everything else is shared.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "ddp/ddp_impl.hpp"
 #include "ddp/layout_check.hpp"
 #include "kolo/error.hpp"
+#include "kolo/sharded_ddp.hpp"
 
 namespace kolo {
 
@@ -33,6 +36,11 @@ bool ranges_overlap(const float* a, const float* b, size_t n) { return n > 0 && 
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> group, float* params, float* grads,
                                                  size_t total, std::vector<DdpParam> layout, DdpOptions opts)
+    : DistributedDataParallel(std::move(group), params, grads, total, std::move(layout), opts, Reduction::allreduce) {}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> group, float* params, float* grads,
+                                                 size_t total, std::vector<DdpParam> layout, DdpOptions opts,
+                                                 Reduction reduction)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   if (!group) refuse("the process group is null");
@@ -44,11 +52,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   s.total = total;
   s.layout = std::move(layout);
   s.opts = opts;
+  s.reduction = reduction;
   (void)ddp::wire_dtype(opts.compression);  // refuses an unknown value before any collective
 
   // Collective: the same layout and options everywhere (a MismatchError on every rank otherwise), then a plan
   // that is a pure function of it, hence identical (or refused identically) on every rank.
-  ddp::check_same_layout(*s.group, s.layout, total, opts);
+  ddp::check_same_layout(*s.group, s.layout, total, opts, reduction == Reduction::reduce_scatter);
   s.plan = plan_ddp_buckets(s.layout, total, opts);
 
   s.bucket_of_param.assign(s.layout.size(), 0);
@@ -113,14 +122,15 @@ void DistributedDataParallel::finish() {
     Impl::BucketRun& run = s.runs[b];
     if (run.work) {
       const auto blocked_from = Clock::now();
-      try {
-        s.wait_bounded(*run.work);
-      } catch (...) {
-        if (!error) error = std::current_exception();
+      for (const WorkPtr& w : {run.work, run.tail_work}) {
+        try {
+          if (w) s.wait_bounded(*w);
+        } catch (...) {
+          if (!error) error = std::current_exception();
+        }
       }
       stats.exposed_wait_seconds += seconds_between(blocked_from, Clock::now());
-      if (!error && s.opts.compression != GradCompression::none)
-        ddp::unpack(s.opts.compression, s.scratch[b].data(), s.grads + s.plan[b].offset, s.plan[b].count);
+      if (!error && s.opts.compression != GradCompression::none) s.unpack(b);
     }
     if (run.done && run.done->set)
       stats.comm_seconds += seconds_between(run.started, Clock::time_point(Clock::duration(run.done->at.load())));
@@ -141,7 +151,7 @@ ProcessGroup& DistributedDataParallel::group() const { return *impl_->group; }
 size_t DistributedDataParallel::completed_buckets() const {
   size_t n = 0;
   for (size_t b = 0; b < impl_->next_launch; ++b) {
-    const WorkPtr& w = impl_->runs[b].work;
+    const WorkPtr& w = impl_->runs[b].tail_work ? impl_->runs[b].tail_work : impl_->runs[b].work;  // the last issued
     if (!w || w->is_completed()) ++n;
   }
   return n;
@@ -178,13 +188,53 @@ void DistributedDataParallel::Impl::launch(size_t b) {
     data = Buffer(scratch[b].data(), bucket.count, ddp::wire_dtype(opts.compression));
   }
   try {
-    run.work = group->allreduce(data, o);
+    if (reduction == Reduction::allreduce)
+      run.work = group->allreduce(data, o);
+    else
+      issue_reduce_scatter(b, data, o, run);
   } catch (...) {
     launch_error = std::current_exception();
     throw;
   }
+  // The group runs operations in issue order, so the last one issued completes last.
   std::shared_ptr<Completion> done = run.done;
-  run.work->on_complete([done](Work&) { done->record(); });
+  (run.tail_work ? run.tail_work : run.work)->on_complete([done](Work&) { done->record(); });
+}
+
+// The bucket's chunks are reduce-scattered in place (rank r's average lands on chunk r); its tail
+// of fewer than P elements is all-reduced, so any P works without padding the caller's buffers.
+void DistributedDataParallel::Impl::issue_reduce_scatter(size_t b, const Buffer& data, const AllreduceOptions& o,
+                                                         BucketRun& run) {
+  const int ranks = group->size();
+  const BucketSplit split = split_bucket(plan[b].count, ranks);
+  const size_t element = dtype_size(data.dtype);
+  char* base = static_cast<char*>(data.ptr);
+  const size_t chunked = split.chunk * static_cast<size_t>(ranks);
+  if (split.chunk > 0) {
+    ReduceScatterOptions rs;
+    rs.op = o.op;
+    rs.timeout = o.timeout;
+    rs.overlap = o.overlap;
+    run.work = group->reduce_scatter(Buffer(base, chunked, data.dtype),
+                                     Buffer(base + static_cast<size_t>(group->rank()) * split.chunk * element,
+                                            split.chunk, data.dtype),
+                                     rs);
+  }
+  if (split.tail > 0)
+    (run.work ? run.tail_work : run.work) = group->allreduce(Buffer(base + chunked * element, split.tail, data.dtype), o);
+}
+
+// A compressed bucket back to float32: all of it after an all-reduce, only this rank's chunk and
+// the tail after a reduce-scatter (the other chunks hold partial sums nobody reads).
+void DistributedDataParallel::Impl::unpack(size_t b) {
+  const DdpBucket& bucket = plan[b];
+  auto copy_back = [&](size_t from, size_t count) {
+    ddp::unpack(opts.compression, scratch[b].data() + from, grads + bucket.offset + from, count);
+  };
+  if (reduction == Reduction::allreduce) return copy_back(0, bucket.count);
+  const BucketSplit split = split_bucket(bucket.count, group->size());
+  copy_back(static_cast<size_t>(group->rank()) * split.chunk, split.chunk);
+  copy_back(split.chunk * static_cast<size_t>(group->size()), split.tail);
 }
 
 // The operation itself fails at its own deadline (opts.timeout, else the group's), so wait() is
@@ -222,8 +272,8 @@ void DistributedDataParallel::Impl::abort_in_flight(const char* reason) noexcept
   constexpr std::chrono::milliseconds kGrace{2000};
   const auto give_up = Clock::now() + kGrace;
   bool aborted = false;
-  for (size_t b = 0; b < next_launch && b < runs.size(); ++b) {
-    const WorkPtr& w = runs[b].work;
+  for (size_t i = 0; i < 2 * next_launch && i / 2 < runs.size(); ++i) {
+    const WorkPtr& w = i % 2 == 0 ? runs[i / 2].work : runs[i / 2].tail_work;  // a bucket's works in issue order
     if (!w) continue;
     try {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());

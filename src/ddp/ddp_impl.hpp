@@ -25,9 +25,11 @@ struct DistributedDataParallel::Impl {
     }
   };
 
-  // One bucket's all-reduce in the current step.
+  // One bucket's collectives in the current step: its all-reduce, or its reduce-scatter and the
+  // all-reduce of its tail (Reduction::reduce_scatter).
   struct BucketRun {
-    WorkPtr work;  // null for an empty bucket (nothing to send)
+    WorkPtr work;       // null for an empty bucket (nothing to send)
+    WorkPtr tail_work;  // the tail's all-reduce, when the bucket has one
     Clock::time_point started;
     std::shared_ptr<Completion> done;
   };
@@ -38,6 +40,7 @@ struct DistributedDataParallel::Impl {
   size_t total = 0;
   std::vector<DdpParam> layout;
   DdpOptions opts;
+  Reduction reduction = Reduction::allreduce;
   std::vector<DdpBucket> plan;
   std::vector<size_t> bucket_of_param;
   std::vector<std::vector<uint16_t>> scratch;  // per bucket, for compressed buckets only
@@ -55,6 +58,8 @@ struct DistributedDataParallel::Impl {
 
   void mark(size_t index);
   void launch(size_t bucket);
+  void issue_reduce_scatter(size_t bucket, const Buffer& data, const AllreduceOptions& o, BucketRun& run);
+  void unpack(size_t bucket);
   void launch_ready_buckets();
   void wait_bounded(Work& work) const;
   void reset_step();

@@ -20,6 +20,7 @@ struct Layout {
   uint64_t first_bucket_bytes = 0;
   uint64_t bucket_bytes = 0;
   uint64_t compression = 0;
+  uint64_t sharded = 0;  // ShardedDataParallel (reduce-scatter) rather than all-reduce
   std::vector<DdpParam> params;
 };
 
@@ -28,13 +29,14 @@ void put_u64(std::vector<uint8_t>& out, uint64_t v) {
 }
 
 // Binary description: total, the options that shape the collectives (bucket sizes,
-// compression), count, then (name length, name, offset, count) per parameter.
-std::vector<uint8_t> encode(const std::vector<DdpParam>& layout, size_t total, const DdpOptions& opts) {
+// compression, sharding), count, then (name length, name, offset, count) per parameter.
+std::vector<uint8_t> encode(const std::vector<DdpParam>& layout, size_t total, const DdpOptions& opts, bool sharded) {
   std::vector<uint8_t> out;
   put_u64(out, total);
   put_u64(out, opts.first_bucket_bytes);
   put_u64(out, opts.bucket_bytes);
   put_u64(out, static_cast<uint64_t>(opts.compression));
+  put_u64(out, sharded ? 1 : 0);
   put_u64(out, layout.size());
   for (const DdpParam& p : layout) {
     put_u64(out, p.name.size());
@@ -77,6 +79,7 @@ Layout decode(const uint8_t* data, size_t size) {
   l.first_bucket_bytes = r.u64();
   l.bucket_bytes = r.u64();
   l.compression = r.u64();
+  l.sharded = r.u64();
   const uint64_t n = r.u64();
   for (uint64_t i = 0; i < n; ++i) {
     DdpParam p;
@@ -118,6 +121,10 @@ std::string first_difference(const Layout& zero, const Layout& other, int r) {
   if (zero.compression != other.compression)
     return them + " uses compression " + compression_name(static_cast<GradCompression>(other.compression)) +
            " where rank 0 uses " + compression_name(static_cast<GradCompression>(zero.compression));
+  if (zero.sharded != other.sharded) {
+    auto mode = [](uint64_t sharded) { return sharded ? "ShardedDataParallel" : "DistributedDataParallel"; };
+    return them + " runs " + mode(other.sharded) + " where rank 0 runs " + mode(zero.sharded);
+  }
   return them + " uses bucket sizes " + std::to_string(other.first_bucket_bytes) + "/" +
          std::to_string(other.bucket_bytes) + " bytes where rank 0 uses " + std::to_string(zero.first_bucket_bytes) +
          "/" + std::to_string(zero.bucket_bytes);
@@ -126,9 +133,9 @@ std::string first_difference(const Layout& zero, const Layout& other, int r) {
 }  // namespace
 
 void check_same_layout(ProcessGroup& group, const std::vector<DdpParam>& layout, size_t total,
-                       const DdpOptions& opts) {
+                       const DdpOptions& opts, bool sharded) {
   const int size = group.size();
-  const std::vector<uint8_t> mine = encode(layout, total, opts);
+  const std::vector<uint8_t> mine = encode(layout, total, opts, sharded);
   AllgatherOptions ag;
   ag.timeout = opts.timeout;
 

@@ -55,6 +55,17 @@ TEST(DdpProcesses, LayoutMismatchThrowsOnEveryRankNamingTheParameter) {
   }
 }
 
+// 2 and 4 ranks leave tails in some buckets of the test model, 3 in none; 1 rank owns everything.
+TEST(ShardedProcesses, ShardsHoldTheMeanAndTheGathersRestoreTheModel) {
+  for (int world : {1, 2, 3, 4}) expect_all_ok("sharded", world);
+}
+
+TEST(ShardedProcesses, Float16AndBfloat16HooksStayWithinRounding) {
+  for (int world : {2, 3}) expect_all_ok("sharded-compression", world);
+}
+
+TEST(ShardedProcesses, ARankRunningPlainDdpIsRefused) { expect_all_ok("sharded-mismatch", 2); }
+
 TEST(DdpProcesses, PeerDeathMidStepIsAPeerErrorNotAHang) {
   const WorldOutcome outcome = run_world(ddp_launch("peer-dies", 2));
   ASSERT_EQ(outcome.ranks.size(), 2u);

@@ -1,6 +1,7 @@
-// Scenario "compression": with the float16 / bfloat16 hooks, gradients after finish() are within
-// the 16-bit format's rounding of the exact mean, and every value is one the format can hold
-// (proof that the bucket really travelled compressed: the inputs are not representable).
+// Scenarios "compression" and "sharded-compression": with the float16 / bfloat16 hooks, gradients
+// after finish() are within the 16-bit format's rounding of the exact mean, and every value is
+// one the format can hold (proof that the bucket really travelled compressed: the inputs are not
+// representable). For ShardedDataParallel, the elements of the rank's shard.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +26,16 @@ bool representable_in_float16(float x) {
   return scaled == std::trunc(scaled);
 }
 
+// The elements a reducer leaves averaged: all (DDP), or the shard's (ShardedDataParallel).
+std::vector<uint8_t> averaged(const DistributedDataParallel&, std::vector<uint8_t> covered) { return covered; }
+std::vector<uint8_t> averaged(const ShardedDataParallel& zero, const std::vector<uint8_t>& covered) {
+  std::vector<uint8_t> mine(covered.size(), 0);
+  for (const ShardRange& s : zero.shard())
+    for (size_t i = s.offset; i < s.offset + s.count; ++i) mine[i] = covered[i];
+  return mine;
+}
+
+template <class Reducer>
 void check_hook(Worker& w, GradCompression c) {
   const bool half = c == GradCompression::float16;
   w.begin(half ? "float16 hook" : "bfloat16 hook");
@@ -34,7 +45,8 @@ void check_hook(Worker& w, GradCompression c) {
   std::vector<float> params(total, 0.0f), grads(total, 0.0f);
   DdpOptions o = model_options();
   o.compression = c;
-  DistributedDataParallel ddp(w.group, params.data(), grads.data(), total, layout, o);
+  Reducer ddp(w.group, params.data(), grads.data(), total, layout, o);
+  const std::vector<uint8_t> checked = averaged(ddp, covered);
   const int world = w.group->size();
   const int rank = w.group->rank();
   // Unit roundoff: float16 keeps 11 significant bits, bfloat16 8. Each rank's value is rounded
@@ -46,7 +58,7 @@ void check_hook(Worker& w, GradCompression c) {
     ddp.finish();
     size_t far = 0, unrepresentable = 0;
     for (size_t i = 0; i < total; ++i) {
-      if (!covered[i]) continue;
+      if (!checked[i]) continue;
       double sum = 0, largest = 0;
       for (int r = 0; r < world; ++r) {
         sum += smooth_grad(r, i, step);
@@ -72,8 +84,13 @@ void check_hook(Worker& w, GradCompression c) {
 }  // namespace
 
 void scenario_compression(Worker& w) {
-  check_hook(w, GradCompression::float16);
-  check_hook(w, GradCompression::bfloat16);
+  check_hook<DistributedDataParallel>(w, GradCompression::float16);
+  check_hook<DistributedDataParallel>(w, GradCompression::bfloat16);
+}
+
+void scenario_sharded_compression(Worker& w) {
+  check_hook<ShardedDataParallel>(w, GradCompression::float16);
+  check_hook<ShardedDataParallel>(w, GradCompression::bfloat16);
 }
 
 }  // namespace kolo::ddptest

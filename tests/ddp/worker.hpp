@@ -35,5 +35,8 @@ void scenario_overlap(Worker& w);      // the first bucket completes before fini
 void scenario_compression(Worker& w);  // float16 and bfloat16 hooks
 void scenario_mismatch(Worker& w);     // rank 1 has a different layout
 void scenario_peer_dies(Worker& w);    // rank 1 exits mid-step
+void scenario_sharded(Worker& w);      // ShardedDataParallel: shards, mean, norm, gathers
+void scenario_sharded_compression(Worker& w);  // its float16 and bfloat16 hooks
+void scenario_sharded_mismatch(Worker& w);     // rank 1 runs DistributedDataParallel
 
 }  // namespace kolo::ddptest

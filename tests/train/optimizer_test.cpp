@@ -6,7 +6,9 @@
 
 #include "adamw.hpp"
 #include "grad_clip.hpp"
+#include "kolo/sharded_ddp.hpp"
 #include "lr_schedule.hpp"
+#include "weight_decay_policy.hpp"
 
 namespace kolo::train {
 namespace {
@@ -56,6 +58,48 @@ TEST(AdamW, MatchesTheReferenceFormulasOverManySteps) {
     ASSERT_NEAR(p, rp, 1e-5) << "step " << t;
   }
   EXPECT_EQ(opt.steps(), 30u);
+}
+
+// ZeRO-1's optimizer: three ranks, each an AdamW over its shard of a bucket plan (buckets with
+// tails, ranges cut by shard boundaries), give the same weights, bit for bit, as one AdamW over
+// everything: the update is element-wise, so only the bookkeeping of ranges and state can differ.
+TEST(AdamW, ShardedOverThreeRanksEqualsTheWholeBitwise) {
+  const std::vector<DecayRange> ranges{{0, 37, true}, {37, 5, false}, {42, 64, true}, {106, 3, false}};
+  std::vector<kolo::DdpParam> layout;
+  for (const DecayRange& r : ranges) layout.push_back({"p", r.offset, r.count});
+  kolo::DdpOptions plan_options;
+  plan_options.first_bucket_bytes = 30 * sizeof(float);
+  plan_options.bucket_bytes = 60 * sizeof(float);
+  const std::vector<kolo::DdpBucket> buckets = kolo::plan_ddp_buckets(layout, 109, plan_options);
+  AdamWConfig cfg{0.9f, 0.95f, 1e-8f, 0.1f};
+  AdamW whole(109, ranges, cfg);
+  std::vector<float> p(109), g(109);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = std::sin(0.3f * float(i));
+  std::vector<std::vector<float>> rank_p(3, p);
+  std::vector<AdamW> shards;
+  std::vector<std::vector<kolo::ShardRange>> shard_of;
+  for (int r = 0; r < 3; ++r) {
+    shard_of.push_back(kolo::plan_shard(buckets, r, 3));
+    size_t elements = 0;
+    for (const kolo::ShardRange& s : shard_of[r]) elements += s.count;
+    shards.emplace_back(elements, shard_decay_ranges(ranges, shard_of[r]), cfg);
+  }
+  size_t tails = 0;
+  for (const kolo::ShardRange& s : shard_of[0]) tails += s.replicated;
+  ASSERT_GT(tails, 0u) << "the plan must have a bucket that 3 does not divide";
+  for (int t = 1; t <= 5; ++t) {
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.7f * float(i) + float(t)) * (1 + float(i % 5));
+    whole.step(p.data(), g.data(), 0.01f);
+    for (int r = 0; r < 3; ++r) shards[size_t(r)].step(rank_p[size_t(r)].data(), g.data(), 0.01f);
+  }
+  std::vector<int> owner(109, -1);
+  for (int r = 2; r >= 0; --r)  // tails from rank 0, the others' chunks from their owners
+    for (const kolo::ShardRange& s : shard_of[size_t(r)])
+      for (size_t i = s.offset; i < s.offset + s.count; ++i) owner[i] = r;
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_GE(owner[i], 0) << "element " << i << " in no shard";
+    EXPECT_EQ(rank_p[size_t(owner[i])][i], p[i]) << "element " << i;
+  }
 }
 
 TEST(AdamW, MinimisesAQuadratic) {
