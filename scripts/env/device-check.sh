@@ -267,5 +267,5 @@ case "${1:-}" in
     done
     step summary
     for s in "${summary[@]}"; do echo "$s"; done ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,30p' "$0"; exit 2 ;;
 esac
