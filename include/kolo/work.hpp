@@ -40,15 +40,14 @@ class Work {
   //
   // An operation on device (CUDA) buffers follows c10d's ProcessGroupNCCL instead: wait() makes
   // the stream the operation was issued on (Options.stream) wait for its result and returns
-  // without blocking the host (where the GPU cannot wait on a host flag, it blocks until the
-  // host side is done and then makes the stream wait); it throws the error if one is already
-  // known. synchronize() is the host-blocking form.
+  // without blocking the host; it throws the error if one is already known (`timeout` is not
+  // used). synchronize() is the host-blocking form.
   void wait(std::chrono::milliseconds timeout = kNoTimeout) {
     if (device_ == nullptr && (state_.load(std::memory_order_acquire) & kReleased) && !error_) return;
     wait_slow(timeout);
   }
   // Device operations: makes `stream` (a cudaStream_t cast to void*) wait for the result, as
-  // wait() does for the issuing stream (torch passes its current stream). Host operations: wait().
+  // wait() does for the issuing stream (torch passes its current stream). Host operations: wait(timeout).
   void wait_stream(void* stream, std::chrono::milliseconds timeout = kNoTimeout);
   // Blocks the host until the operation has completed, its copies to device memory included;
   // throws its error, or TimeoutError when `timeout` (not kNoTimeout) passes first.

@@ -9,10 +9,8 @@ namespace kolo::engine {
 class DeviceCompletion {
  public:
   // Queues on `stream` a wait for the flag the copies back raise (they raise it on failure
-  // too, so the stream never waits forever); false where the GPU cannot wait on a flag.
-  virtual bool queue_flag_wait(void* stream) = 0;
-  // After the host side is done: queues on `stream` a wait for the copies back (an event).
-  virtual void queue_event_wait(void* stream) = 0;
+  // too, so the stream never waits forever).
+  virtual void queue_wait(void* stream) = 0;
   // The stream the operation was issued on (Options.stream).
   virtual void* issue_stream() const = 0;
   // After the host side is done: blocks until the copies back have run on the GPU.

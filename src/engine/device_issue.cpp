@@ -140,6 +140,9 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
                      (rt->device_count() == 0 ? "no CUDA device is usable" + (why.empty() ? "" : " (" + why + ")")
                                               : "this process sees " + std::to_string(rt->device_count()) + " CUDA devices"));
   }
+  if (!rt->can_wait_on_flags())
+    refuse(args, "this GPU or driver cannot make a stream wait on a flag in host memory (cuStreamWaitValue32), "
+                 "which kolo's staging of device memory needs");
   const size_t es = args.elem_size();
   check_pointer(*rt, args, args.send, u.send_elems, device, args.kind == CollKind::broadcast ? "the" : "send");
   check_pointer(*rt, args, args.recv, u.recv_elems, device, "receive");
@@ -228,7 +231,7 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
       staged.host.push_back(h);
     }
   }
-  work->queue_inputs();
+  work->queue();
   staged.work = std::move(work);
   return staged;
 }

@@ -1,5 +1,6 @@
 #include "engine/device_work.hpp"
 
+#include <atomic>
 #include <thread>
 
 #include "common/cpu_relax.hpp"
@@ -35,18 +36,23 @@ DeviceWork::DeviceWork(Work::Token token, const char* op_name, uint64_t seq, std
                        void* stream, size_t n_parts)
     : Work(token, op_name, seq), parts(n_parts), staging_(std::move(staging)), rt_(staging_->rt), stream_(stream) {
   WorkAccess::set_device(*this, this);
-  flag_ = staging_->take_flag();
-  done_ = staging_->take_event();
-  block_done_ = staging_->take_event();
+  result_ = staging_->take_flag();
   for (Part& p : parts) {
     p.owner = this;
-    p.ready = staging_->take_event();
+    p.ready_event = staging_->take_event();
+    p.ready = staging_->take_flag();
+    p.moved = staging_->take_flag();
   }
 }
 
 DeviceWork::~DeviceWork() {
-  staging_->give_back(block_, done_, block_done_, flag_);
-  for (Part& p : parts) staging_->give_back({}, p.ready, nullptr, {});
+  staging_->give_back({}, nullptr, nullptr, result_);
+  for (Part& p : parts) {
+    staging_->give_back({}, p.ready_event, nullptr, p.moved);  // raised before this Work could end
+    // A ready flag the gate never saw may still be raised by a stream that has not got there:
+    // its slot is not reused (a late raise would lower a newer operation's value).
+    if (p.ready_seen || !p.needs_gate()) staging_->give_back({}, nullptr, nullptr, p.ready);
+  }
 }
 
 char* DeviceWork::take_block(size_t block_bytes) {
@@ -54,76 +60,67 @@ char* DeviceWork::take_block(size_t block_bytes) {
   return block_.host;
 }
 
-void DeviceWork::queue_inputs() {
+void DeviceWork::queue() {
+  // The issuing stream: each part's inputs into the block, then its ready flag and event.
   for (Part& p : parts) {
     for (const Copy& c : p.in) rt_.copy(c.host, c.device, c.bytes, stream_);
-    rt_.record(p.ready, stream_);
+    if (p.needs_gate()) rt_.write_flag(stream_, p.ready.slot, p.ready.value);
+    rt_.record(p.ready_event, stream_);
   }
+  // The copy stream: each part's outputs back once it has moved, after the issuing stream's
+  // earlier work (which may still read the output buffers); then the result.
+  void* copy_stream = staging_->copy_stream;
+  for (Part& p : parts) {
+    if (p.out.bytes == 0) continue;
+    rt_.stream_wait(copy_stream, p.ready_event);
+    rt_.wait_flag(copy_stream, p.moved.slot, p.moved.value);
+    rt_.copy(p.out.device, p.out.host, p.out.bytes, copy_stream);
+  }
+  if (parts.back().out.bytes == 0)  // the result must still follow every part's end
+    rt_.wait_flag(copy_stream, parts.back().moved.slot, parts.back().moved.value);
+  rt_.write_flag(copy_stream, result_.slot, result_.value);
+  // The block is free again once the GPU is done with it: ask for it back now.
+  void* block_done = staging_->take_event();
+  rt_.record(block_done, copy_stream);
+  staging_->give_back(block_, block_done, nullptr, {});
+  block_ = {};
 }
 
+namespace {
+bool reached(const uint32_t* slot, uint32_t value) {
+  return static_cast<int32_t>(std::atomic_ref<const uint32_t>(*slot).load(std::memory_order_acquire) - value) >= 0;
+}
+}  // namespace
+
 void DeviceWork::Part::gate(std::chrono::steady_clock::time_point deadline) {
-  kernels::DeviceRuntime& rt = owner->rt_;
-  rt.set_device(owner->staging_->device);
-  if (!poll_until([&] { return rt.done(ready); }, deadline))
+  if (!poll_until([&] { return reached(ready.slot, ready.value); }, deadline))
     throw TimeoutError("the work queued on its CUDA stream before it has not finished within the timeout (its inputs "
                        "were never copied out of device memory)");
+  ready_seen = true;
 }
 
 void DeviceWork::deliver(size_t i, std::exception_ptr error) noexcept {
   std::unique_lock<std::mutex> lk(deliver_mu_);
-  const Part& part = parts[i];
-  const bool last = ++delivered_ == parts.size();
-  int caller_device = -1;  // restored below: the last part may end on the issuing thread
-  try {
-    caller_device = rt_.current_device();
-    if (caller_device != staging_->device) rt_.set_device(staging_->device);
-    if (!error && !first_error_ && part.out.bytes) {
-      // After the issuing stream's earlier work, which may still read the output buffer.
-      rt_.stream_wait(staging_->copy_stream, part.ready);
-      rt_.copy(part.out.device, part.out.host, part.out.bytes, staging_->copy_stream);
-    }
-    if (last) {
-      // Raised on failure too: a stream waiting for it must go on (the error surfaces at
-      // synchronize(), is_completed(), exception() and the group's next call).
-      if (rt_.can_wait_on_flags()) rt_.write_flag(staging_->copy_stream, flag_.slot, flag_.value);
-      rt_.record(done_, staging_->copy_stream);
-      rt_.record(block_done_, staging_->copy_stream);
-      staging_->give_back(block_, block_done_, nullptr, {});
-      block_ = {};
-      block_done_ = nullptr;
-    }
-  } catch (const std::exception& e) {
-    KOLO_LOG(error, "kolo: " << op_name() << " #" << seq() << ": copying its result to device memory failed: " << e.what());
-    if (!error) error = std::make_exception_ptr(Error(std::string("kolo: ") + op_name() + " #" + std::to_string(seq()) +
-                                                      ": copying the result to device memory failed: " + e.what()));
-  }
-  try {
-    if (caller_device >= 0 && caller_device != staging_->device) rt_.set_device(caller_device);
-  } catch (const std::exception&) {
-  }
+  // The host operation wrote the block; the copy stream may read it once this is seen.
+  const DeviceStaging::Flag& moved = parts[i].moved;
+  std::atomic_ref<uint32_t>(*moved.slot).store(moved.value, std::memory_order_release);
   if (error && !first_error_) first_error_ = error;
-  if (!last) return;
+  if (++delivered_ < parts.size()) return;
   std::exception_ptr outcome = first_error_;
   lk.unlock();
   WorkAccess::finish(*this, outcome);
 }
 
-bool DeviceWork::queue_flag_wait(void* stream) {
-  if (!rt_.can_wait_on_flags()) return false;
-  rt_.wait_flag(stream, flag_.slot, flag_.value);
-  return true;
-}
-
-void DeviceWork::queue_event_wait(void* stream) { rt_.stream_wait(stream, done_); }
+void DeviceWork::queue_wait(void* stream) { rt_.wait_flag(stream, result_.slot, result_.value); }
 
 void DeviceWork::synchronize_gpu(std::chrono::milliseconds timeout) {
   const auto deadline = timeout.count() < 0 ? std::chrono::steady_clock::time_point::max()
                                             : std::chrono::steady_clock::now() + timeout;
-  if (!poll_until([&] { return rt_.done(done_); }, deadline))
+  if (!poll_until([&] { return reached(result_.slot, result_.value); }, deadline))
     throw TimeoutError("kolo: synchronize() gave up after " + std::to_string(timeout.count()) + " ms: " + op_name() + " #" +
                        std::to_string(seq()) + "'s copies to device memory have not run");
 }
 
-bool DeviceWork::gpu_done() const { return rt_.done(done_); }
+bool DeviceWork::gpu_done() const { return reached(result_.slot, result_.value); }
 
 }  // namespace kolo::engine

@@ -1,14 +1,16 @@
 // A collective or send/receive on device memory, staged through pinned host memory over the
-// host transports (docs/ARCHITECTURE.md, "Device memory"):
-//   issuing thread: the device inputs are copied into a pinned block on the issuing stream,
-//     after the work already queued there, and an event ("ready") is recorded behind them;
-//   engine thread: the host operation on the pinned block starts once "ready" has passed
-//     (gate()), and runs as any host operation does;
-//   its completion (deliver()): the outputs are copied back on the group's copy stream after
-//     "ready", the operation's flag is raised behind them, and an event ("done") recorded;
-//   Work::wait(): the issuing stream waits for the flag, the host does not wait at all.
-// The DeviceWork is the Work its caller holds; the host operation's completion callback keeps it
-// alive until then.
+// host transports (docs/ARCHITECTURE.md, "Device memory"). Every CUDA call is made by the
+// issuing thread, at issue; the engine thread only reads and writes flags in pinned host memory,
+// so it never waits on a lock of the CUDA runtime that a caller blocked in a synchronous CUDA call
+// may hold (a cudaMemcpy to pageable memory behind wait(): the hang torch's DDP met).
+//   issuing stream: copy the inputs into a pinned block, raise part k's "ready" flag;
+//   copy stream:    per part, after the issuing stream's work before the call (an event) and
+//                   once the engine has raised part k's "moved" flag, copy its outputs back;
+//                   then raise the operation's "result" flag and record "done";
+//   engine thread:  start part k once its ready flag is up (the gate), raise its moved flag when
+//                   the host operation ends (also on failure: no stream waits forever; the output
+//                   is then undefined, as with NCCL);
+//   Work::wait():   the issuing stream waits for the result flag; the host does not wait at all.
 #pragma once
 #include <chrono>
 #include <exception>
@@ -38,7 +40,10 @@ class DeviceWork final : public Work, public DeviceCompletion {
     DeviceWork* owner = nullptr;
     Copy in[2];
     Copy out;
-    void* ready = nullptr;  // recorded on the issuing stream behind the copies in
+    void* ready_event = nullptr;    // on the issuing stream behind the copies in (for the copy stream)
+    DeviceStaging::Flag ready;      // raised by the issuing stream behind the copies in
+    DeviceStaging::Flag moved;      // raised by the engine when the host operation has ended
+    bool ready_seen = false;        // the gate saw `ready` (its slot may then be reused)
     bool needs_gate() const { return in[0].bytes + in[1].bytes > 0; }
     void gate(std::chrono::steady_clock::time_point deadline) override;  // engine thread
   };
@@ -47,19 +52,18 @@ class DeviceWork final : public Work, public DeviceCompletion {
              size_t parts);
   ~DeviceWork();
 
-  // Issue side: a pinned block of `block_bytes` for the parts' host pointers, then (once the
-  // parts are filled in) the copies in, each part's followed by its "ready" event.
+  // Issue side: a pinned block of `block_bytes` for the parts' host pointers; then, once the
+  // parts are filled in, everything the GPU does for the operation (queue()).
   char* take_block(size_t block_bytes);
   std::vector<Part> parts;
-  void queue_inputs();
+  void queue();
 
-  // Part `i`'s host operation ended: its result goes back to device memory; after the last
-  // part, the flag is raised and the Work completes (with the first error, if any).
+  // Part `i`'s host operation ended (engine thread, or whichever ends it): raises its moved
+  // flag; after the last part the Work completes (with the first error, if any). No CUDA call.
   void deliver(size_t i, std::exception_ptr error) noexcept;
 
   // DeviceCompletion
-  bool queue_flag_wait(void* stream) override;
-  void queue_event_wait(void* stream) override;
+  void queue_wait(void* stream) override;
   void* issue_stream() const override { return stream_; }
   void synchronize_gpu(std::chrono::milliseconds timeout) override;
   bool gpu_done() const override;
@@ -68,13 +72,9 @@ class DeviceWork final : public Work, public DeviceCompletion {
   std::shared_ptr<DeviceStaging> staging_;
   kernels::DeviceRuntime& rt_;
   void* const stream_;
-  DeviceStaging::Block block_;
-  // Recorded behind the last copy back: the block goes back to the staging then, not when the
-  // caller drops this Work (the next operation would otherwise pin a new one).
-  void* block_done_ = nullptr;
-  DeviceStaging::Flag flag_;
-  void* done_ = nullptr;
-  std::mutex deliver_mu_;  // the parts' ends (in issue order, but failures may come from any thread)
+  DeviceStaging::Block block_;  // given back at queue(), to be reused once the GPU is done with it
+  DeviceStaging::Flag result_;  // raised by the copy stream behind the copies back
+  std::mutex deliver_mu_;       // the parts' ends (in issue order, but failures may come from any thread)
   size_t delivered_ = 0;
   std::exception_ptr first_error_;
 };

@@ -27,12 +27,7 @@ void Work::wait_slow(std::chrono::milliseconds timeout) {
 void Work::wait_stream(void* stream, std::chrono::milliseconds timeout) {
   if (!device_) return wait(timeout);
   if (auto error = exception()) std::rethrow_exception(error);
-  if (device_->queue_flag_wait(stream)) return;
-  // No flag waits on this GPU: the host waits for the host side, then the stream for the copies
-  // (their event is recorded before the host side is done: a completion callback, which runs
-  // before the release, may wait here too).
-  if (!(state_.load(std::memory_order_acquire) & kDone)) wait_host(timeout);
-  device_->queue_event_wait(stream);
+  device_->queue_wait(stream);
 }
 
 void Work::synchronize(std::chrono::milliseconds timeout) {
