@@ -29,13 +29,10 @@ struct CudaSide {
   // Where the result is finished: it waits for kolo's copies back, runs the finish step's
   // copies, and the future's events are recorded on it.
   c10::cuda::CUDAStream side;
-  // Recorded on `side` once all of the above is queued there: the operation's end on the GPU.
+  // Recorded on `side` at issue, once all of the above is queued there: the operation's end on
+  // the GPU.
   c10::Event done{c10::DeviceType::CUDA};
-  // The finish step queues GPU work: wait() cannot be a plain stream wait on kolo's result
-  // before the host side is done (it waits for the host side, then for `done`).
-  bool gpu_finish;
-  CudaSide(c10::DeviceIndex i, bool finish)
-      : index(i), side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, i)), gpu_finish(finish) {}
+  explicit CudaSide(c10::DeviceIndex i) : index(i), side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, i)) {}
 };
 
 // Tells torch's caching allocator that `ts` are used on `stream` until what is queued there now
@@ -65,46 +62,36 @@ struct KoloWork::State {
 #endif
 
   // One part completed (on kolo's completing thread, or the issuing thread for `w` null: the
-  // extra count start() releases); the last one finishes the operation.
+  // extra count start() releases); the last one finishes the operation. For a CUDA operation
+  // only its host side ends here: its GPU side was all queued at issue (start()), since this
+  // may run on kolo's engine thread, which must make no CUDA call (a caller blocked in a
+  // synchronous CUDA call could hold it up: docs/ARCHITECTURE.md, "Device memory").
   void part_done(kolo::Work* w, std::exception_ptr part_error) {
-#ifdef KOLO_TORCH_CUDA
-    // kolo's host side is done; its copies into device memory may still be in flight: the side
-    // stream waits for them (on the GPU) before anything reads the result there.
-    if (cuda && w != nullptr && !part_error) {
-      try {
-        c10::cuda::CUDAGuard device(cuda->index);
-        w->wait_stream(cuda->side.stream());
-      } catch (...) {
-        part_error = std::current_exception();
-      }
-    }
-#else
     (void)w;
-#endif
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (!error && part_error) error = part_error;
       if (--remaining > 0) return;
       fn = std::move(finish);
+#ifdef KOLO_TORCH_CUDA
+      if (cuda) {
+        done = true;
+        keep.clear();  // recorded on the side stream at issue: the allocator waits for it
+      }
+#endif
     }
+#ifdef KOLO_TORCH_CUDA
+    if (cuda) {
+      cv.notify_all();
+      return;
+    }
+#endif
     std::exception_ptr err;
     {
       std::lock_guard<std::mutex> lk(mu);
       err = error;
     }
-#ifdef KOLO_TORCH_CUDA
-    // The finish step's copies, the allocator's records, the end event and the future's events
-    // all go on the side stream.
-    std::optional<c10::cuda::CUDAStreamGuard> on_side;
-    if (cuda) {
-      try {
-        on_side.emplace(cuda->side);
-      } catch (...) {  // a CUDA error: the operation fails (its waiters must not hang)
-        if (!err) err = std::current_exception();
-      }
-    }
-#endif
     if (!err && fn) {
       try {
         fn();
@@ -112,33 +99,21 @@ struct KoloWork::State {
         err = std::current_exception();
       }
     }
-#ifdef KOLO_TORCH_CUDA
-    if (cuda && on_side) {
-      try {
-        record_on(outputs, cuda->side);
-        record_on(keep, cuda->side);
-        cuda->done.record(cuda->side);
-      } catch (...) {
-        if (!err) err = std::current_exception();
-      }
-    }
-#endif
     {
       std::lock_guard<std::mutex> lk(mu);
       error = err;
       done = true;
       keep.clear();
     }
-    fn = nullptr;  // its staging tensors were recorded above (they are in `keep` or `outputs`)
+    fn = nullptr;
     cv.notify_all();
-    // Outside the lock: the future's callbacks (DDP hooks, Python then()) run here. A CUDA
-    // future records its events on the current stream: the side stream, still current here.
+    // Outside the lock: the future's callbacks (Python then()) run here.
     try {
       if (err)
         future->setError(err);
       else
         future->markCompleted(c10::IValue(outputs));
-    } catch (...) {  // e.g. refused by the future (a tensor on a device it was not made for)
+    } catch (...) {  // e.g. refused by the future
       future->setErrorIfNeeded(std::current_exception());
     }
   }
@@ -152,23 +127,42 @@ c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::v
                                              std::vector<at::Tensor> keep, OpDevice device) {
   auto st = std::make_shared<State>();
   st->remaining = parts.size() + 1;  // +1: released below, after every callback is registered
-  const bool has_finish = static_cast<bool>(finish);
   st->finish = std::move(finish);
   st->outputs = std::move(outputs);
   st->keep = std::move(keep);
   std::vector<c10::Device> future_devices;
 #ifdef KOLO_TORCH_CUDA
   if (device.cuda) {
-    st->cuda = std::make_unique<CudaSide>(device.index, has_finish);
+    st->cuda = std::make_unique<CudaSide>(device.index);
     future_devices.emplace_back(c10::DeviceType::CUDA, device.index);
   }
 #else
   TORCH_CHECK(!device.cuda, "kolo: this kolo_torch was built without CUDA");
-  (void)has_finish;
 #endif
   st->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                         std::move(future_devices));
   auto work = c10::make_intrusive<KoloWork>(rank, type, parts, st);
+#ifdef KOLO_TORCH_CUDA
+  if (st->cuda) {
+    // The whole GPU side, now, on this thread (as ProcessGroupNCCL does): the side stream waits
+    // for kolo's copies back (a flag wait on the GPU), runs the finish step's copies, and the
+    // future completes at once with its events there, so DDP's hooks and then() are ordered
+    // after the result on the GPU. Errors surface at wait(), synchronize() and the next call.
+    CudaSide& cu = *st->cuda;
+    c10::cuda::CUDAGuard guard(cu.index);
+    for (auto& p : parts) p->wait_stream(cu.side.stream());
+    c10::cuda::CUDAStreamGuard on_side(cu.side);
+    if (st->finish) {
+      auto fn = std::move(st->finish);
+      st->finish = nullptr;
+      fn();
+    }
+    record_on(st->outputs, cu.side);
+    record_on(st->keep, cu.side);
+    cu.done.record(cu.side);
+    st->future->markCompleted(c10::IValue(st->outputs));
+  }
+#endif
   for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(&w, w.exception()); });
   // The extra count: an operation with no kolo part (nothing to move) completes here.
   st->part_done(nullptr, nullptr);
@@ -260,34 +254,16 @@ bool KoloWork::wait(std::chrono::milliseconds timeout) {
 
 bool KoloWork::wait_device(std::chrono::milliseconds timeout) {
 #ifdef KOLO_TORCH_CUDA
+  // torch's current stream waits for the operation's end on the GPU (its side stream's event,
+  // queued at issue), without blocking the host, as WorkNCCL::wait does; an error already known
+  // is thrown. `timeout` bounds nothing here: kolo's own timeout fails a stuck operation.
+  (void)timeout;
   auto& cu = *state_->cuda;
-  auto current = c10::cuda::getCurrentCUDAStream(cu.index);
   {
-    std::unique_lock<std::mutex> lk(state_->mu);
-    if (!state_->done && !cu.gpu_finish) {
-      // The result lands in the tensors themselves: torch's current stream waits for kolo's
-      // copies back, on the GPU (as WorkNCCL::wait does); kolo throws the error if it is known.
-      lk.unlock();
-      c10::cuda::CUDAGuard guard(cu.index);
-      for (auto& p : parts_) p->wait_stream(current.stream(), kolo_timeout(timeout));
-      return true;
-    }
-    // Finished on the side stream (or about to be): wait for the host side, then the current
-    // stream waits for the end event.
-    auto is_done = [&] { return state_->done; };
-    if (timeout.count() > 0) {
-      TORCH_CHECK(state_->cv.wait_for(lk, timeout, is_done), "kolo: wait() timed out after ", timeout.count(),
-                  " ms");
-    } else {
-      // Nudge queued parts (as isCompleted does) while the host side runs.
-      lk.unlock();
-      for (auto& p : parts_) p->is_completed();
-      lk.lock();
-      state_->cv.wait(lk, is_done);
-    }
+    std::lock_guard<std::mutex> lk(state_->mu);
     if (state_->error) std::rethrow_exception(state_->error);
   }
-  cu.done.block(current);
+  cu.done.block(c10::cuda::getCurrentCUDAStream(cu.index));
   return true;
 #else
   (void)timeout;
