@@ -11,6 +11,12 @@ DeviceRuntimeMaker& cuda_maker() {
 }
 }  // namespace
 
+namespace {
+thread_local bool forbidden = false;
+}
+void forbid_device_calls_on_this_thread() { forbidden = true; }
+bool device_calls_forbidden_here() { return forbidden; }
+
 RegisterCudaRuntime::RegisterCudaRuntime(DeviceRuntimeMaker make) { cuda_maker() = make; }
 
 DeviceRuntime* device_runtime() {

@@ -57,6 +57,13 @@ class DeviceRuntime {
   virtual void wait_flag(void* stream, uint32_t* flag, uint32_t value) = 0;
 };
 
+// kolo's engine threads make no device-runtime call (docs/ARCHITECTURE.md, "Device memory": a
+// caller blocked in a synchronous CUDA call may hold the runtime's locks). An engine thread marks
+// itself at start; the stand-in refuses any call from a marked thread, so the tests catch a
+// regression on machines without a GPU.
+void forbid_device_calls_on_this_thread();
+bool device_calls_forbidden_here();
+
 // The device runtime of this process: the host stand-in when KOLO_DEVICE_STANDIN=1, else
 // CUDA's when this build has CUDA, else null. Made once, never destroyed (engine threads may
 // still use it while the process exits).

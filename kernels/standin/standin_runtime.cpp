@@ -71,6 +71,13 @@ void spin_until(Ready ready) {
   }
 }
 
+// Every call but the plain queries checks this: an engine thread must make none.
+void check_thread(const char* what) {
+  if (device_calls_forbidden_here())
+    throw Error(std::string("kolo internal error: device runtime call ") + what +
+                " on an engine thread (they must make none: docs/ARCHITECTURE.md, \"Device memory\")");
+}
+
 class StandinRuntime final : public DeviceRuntime {
  public:
   explicit StandinRuntime(int devices) : devices_(devices) {}
@@ -79,6 +86,7 @@ class StandinRuntime final : public DeviceRuntime {
   std::string unavailable_reason() override { return devices_ > 0 ? "" : "KOLO_DEVICE_STANDIN=0"; }
 
   int device_of(const void* p) override {
+    check_thread("device_of");
     const auto a = reinterpret_cast<uintptr_t>(p);
     std::lock_guard<std::mutex> lk(mu_);
     auto it = allocations_.upper_bound(a);
@@ -87,6 +95,7 @@ class StandinRuntime final : public DeviceRuntime {
     return a < it->first + it->second.bytes ? it->second.device : -1;
   }
   void set_device(int device) override {
+    check_thread("set_device");
     if (device < 0 || device >= devices_)
       throw InvalidArgument("stand-in device " + std::to_string(device) + " does not exist (" + std::to_string(devices_) +
                             " devices)");
@@ -95,6 +104,7 @@ class StandinRuntime final : public DeviceRuntime {
   int current_device() override { return current_; }
 
   void* alloc_device(size_t bytes) override {
+    check_thread("alloc_device");
     void* p = std::aligned_alloc(256, std::max<size_t>(256, (bytes + 255) / 256 * 256));
     if (!p) throw Error("stand-in alloc_device: out of memory");
     std::lock_guard<std::mutex> lk(mu_);
@@ -102,6 +112,7 @@ class StandinRuntime final : public DeviceRuntime {
     return p;
   }
   void free_device(void* p) override {
+    check_thread("free_device");
     {
       std::lock_guard<std::mutex> lk(mu_);
       allocations_.erase(reinterpret_cast<uintptr_t>(p));
@@ -109,23 +120,38 @@ class StandinRuntime final : public DeviceRuntime {
     std::free(p);
   }
   void* alloc_host(size_t bytes) override {
+    check_thread("alloc_host");
     void* p = std::aligned_alloc(4096, std::max<size_t>(4096, (bytes + 4095) / 4096 * 4096));
     if (!p) throw Error("stand-in alloc_host: out of memory");
     return p;
   }
-  void free_host(void* p) override { std::free(p); }
+  void free_host(void* p) override {
+    check_thread("free_host");
+    std::free(p);
+  }
 
-  void* create_stream() override { return new Stream(); }  // lives as long as its thread
+  void* create_stream() override {  // lives as long as its thread
+    check_thread("create_stream");
+    return new Stream();
+  }
   void destroy_stream(void*) override {}
   void synchronize(void* stream) override {
+    check_thread("synchronize");
     std::promise<void> reached;
     auto f = reached.get_future();
     of(stream).push([&] { reached.set_value(); });
     f.wait();
   }
-  void* create_event() override { return new Event(); }
-  void destroy_event(void* event) override { delete static_cast<Event*>(event); }
+  void* create_event() override {
+    check_thread("create_event");
+    return new Event();
+  }
+  void destroy_event(void* event) override {
+    check_thread("destroy_event");
+    delete static_cast<Event*>(event);
+  }
   void record(void* event, void* stream) override {
+    check_thread("record");
     auto* e = static_cast<Event*>(event);
     const uint64_t g = e->recorded.fetch_add(1) + 1;
     of(stream).push([e, g] {
@@ -135,25 +161,33 @@ class StandinRuntime final : public DeviceRuntime {
     });
   }
   bool done(void* event) override {
+    check_thread("done");
     auto* e = static_cast<Event*>(event);
     return e->completed.load() >= e->recorded.load();
   }
   void stream_wait(void* stream, void* event) override {
+    check_thread("stream_wait");
     auto* e = static_cast<Event*>(event);
     const uint64_t g = e->recorded.load();
     of(stream).push([e, g] { spin_until([&] { return e->completed.load() >= g; }); });
   }
   void copy(void* dst, const void* src, size_t bytes, void* stream) override {
+    check_thread("copy");
     if (bytes == 0) return;
     of(stream).push([=] { std::memcpy(dst, src, bytes); });
   }
-  void host_fn(void* stream, std::function<void()> fn) override { of(stream).push(std::move(fn)); }
+  void host_fn(void* stream, std::function<void()> fn) override {
+    check_thread("host_fn");
+    of(stream).push(std::move(fn));
+  }
 
   bool can_wait_on_flags() override { return true; }
   void write_flag(void* stream, uint32_t* flag, uint32_t value) override {
+    check_thread("write_flag");
     of(stream).push([flag, value] { std::atomic_ref<uint32_t>(*flag).store(value, std::memory_order_release); });
   }
   void wait_flag(void* stream, uint32_t* flag, uint32_t value) override {
+    check_thread("wait_flag");
     of(stream).push([flag, value] {
       spin_until([&] {
         return static_cast<int32_t>(std::atomic_ref<uint32_t>(*flag).load(std::memory_order_acquire) - value) >= 0;

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "common/config.hpp"
 #include "engine/running_operations.hpp"
+#include "kernels/device_runtime.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo::engine {
@@ -54,7 +55,10 @@ Executor::Executor(std::unique_ptr<Context> ctx, GroupInfo group, std::chrono::m
   for (int i = 0; i < 4; ++i) spare_reqs_.push_back(std::make_unique<transport::Request>());
   // The transport the flight recorder names for a collective: the one to the next rank.
   if (group_.size > 1) next_rank_transport_ = ctx_->transport_name(group_.to_ctx((group_.rank + 1) % group_.size));
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    kernels::forbid_device_calls_on_this_thread();  // device operations: the engine only touches flags
+    loop();
+  });
 }
 
 Executor::~Executor() {
