@@ -16,7 +16,16 @@ DeviceStaging::DeviceStaging(kernels::DeviceRuntime& r, int d, size_t keep_bytes
 DeviceStaging::~DeviceStaging() {
   try {
     rt.set_device(device);
-    rt.synchronize(copy_stream);
+    // The copy stream may wait on a caller's stream that never gets there (a stuck kernel):
+    // wait a bounded time, and past it leave everything allocated (the GPU may still write it)
+    // rather than hang the group's destruction.
+    void* drained = rt.create_event();
+    rt.record(drained, copy_stream);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!rt.done(drained) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!rt.done(drained)) return;
+    rt.destroy_event(drained);
     std::lock_guard<std::mutex> lk(mu_);
     reclaim_locked();
     for (Block& b : free_blocks_)
