@@ -88,7 +88,7 @@ Orphans& orphans_list() {
 }  // namespace
 
 SpareWorks::SpareWorks() {
-  for (Slot*& s : slots_) s = new Slot;
+  slots_.reserve(kMaxSlots);
   Orphans& o = orphans_list();
   std::lock_guard<std::mutex> lk(o.mu);
   o.sweep();
@@ -110,29 +110,41 @@ size_t SpareWorks::orphans() {
 }
 
 std::shared_ptr<Operation> SpareWorks::take(const char* op_name, uint64_t seq) {
-  for (Slot* s : slots_) {
-    if (!s->free()) continue;
-    if (s->built && WorkAccess::renewable(*s->op())) {
-      // What issue() does not assign afresh, back to a new task's values (the engine's
-      // reference is null already: its drop came before the slot was freed).
-      Task& t = s->op()->task;
-      t.skip_sends = 0;
-      t.deferred = false;
-      t.ticket = 0;
-      t.fr = nullptr;
-      if (t.var_counts) t.var_counts.reset();  // an alltoallv's: released with its Work's renewal
-      WorkAccess::renew(*s->op(), op_name, seq);
-    } else {
-      // New, or it went through the queue (runner set), failed, or had a waiter or a callback:
-      // built anew in place.
-      s->destroy_op();
-      WorkAccess::construct<Operation>(s->op_bytes, op_name, seq);
-      s->built = true;
+  const size_t n = slots_.size();
+  for (size_t i = 0; i < n && i < kProbe; ++i) {
+    size_t k = last_ + i;
+    if (k >= n) k -= n;
+    if (slots_[k]->free()) {
+      last_ = k;
+      return hand_out(slots_[k], op_name, seq);
     }
-    ++s->handed;
-    return std::shared_ptr<Operation>(s->op(), KeepWork{}, SlotAllocator<Operation>(s));
   }
-  return nullptr;
+  if (n == kMaxSlots) return nullptr;
+  slots_.push_back(new Slot);
+  last_ = n;
+  return hand_out(slots_[n], op_name, seq);
+}
+
+std::shared_ptr<Operation> SpareWorks::hand_out(Slot* s, const char* op_name, uint64_t seq) {
+  if (s->built && WorkAccess::renewable(*s->op())) {
+    // What issue() does not assign afresh, back to a new task's values (the engine's
+    // reference is null already: its drop came before the slot was freed).
+    Task& t = s->op()->task;
+    t.skip_sends = 0;
+    t.deferred = false;
+    t.ticket = 0;
+    t.fr = nullptr;
+    if (t.var_counts) t.var_counts.reset();  // an alltoallv's: released with its Work's renewal
+    WorkAccess::renew(*s->op(), op_name, seq);
+  } else {
+    // New, or it went through the queue (runner set), failed, or had a waiter or a callback:
+    // built anew in place.
+    s->destroy_op();
+    WorkAccess::construct<Operation>(s->op_bytes, op_name, seq);
+    s->built = true;
+  }
+  ++s->handed;
+  return std::shared_ptr<Operation>(s->op(), KeepWork{}, SlotAllocator<Operation>(s));
 }
 
 }  // namespace kolo::engine

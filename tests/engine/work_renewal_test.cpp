@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <string>
@@ -98,6 +99,36 @@ TEST(WorkRenewal, ASynchronousCallerHoldsTheOnlyReference) {
   // The engine thread may still hold an operation it ran for a moment after finishing it.
   EXPECT_GE(only, 190) << "the group (or the engine) kept a reference to synchronous callers' Works";
   g->shutdown();
+}
+
+TEST(WorkRenewal, ABatchIssuedBeforeItIsWaitedForIsRenewedBatchAfterBatch) {
+  // A caller that issues a batch, then waits for it and drops it (torch's async_op, DDP's
+  // buckets, kolo-perf -z 0) gets the batch's Works from the group's spare slots, renewed, up to
+  // 64 in flight (spare_works.hpp), not new ones from the pool; and never one it still holds.
+  // A held Work in a slot outlives its group as an orphan slot: that counts them.
+  const size_t before = kolo::engine::SpareWorks::orphans();
+  auto g = group_of_one();
+  float x = 1.0f;
+  std::vector<WorkPtr> works;
+  for (size_t batch : {20, 7, 64, 90, 20, 40}) {
+    works.clear();
+    for (size_t i = 0; i < batch; ++i) {
+      WorkPtr w = g->allreduce(Buffer(&x, 1));
+      for (const WorkPtr& h : works) ASSERT_NE(w.get(), h.get()) << "a held Work was handed out again";
+      works.push_back(std::move(w));
+    }
+    for (size_t i = 0; i < works.size(); ++i) {
+      works[i]->wait();
+      EXPECT_TRUE(works[i]->is_success());
+      EXPECT_EQ(works[i]->seq(), works.front()->seq() + i) << "a held Work was rewritten";
+      EXPECT_EQ(works[i].use_count(), 1) << "the group kept a reference to a batch's Work";
+    }
+  }
+  g->shutdown();
+  g.reset();
+  EXPECT_EQ(kolo::engine::SpareWorks::orphans(), before + 40) << "the last batch of 40 did not come from spare slots";
+  works.clear();
+  EXPECT_EQ(kolo::engine::SpareWorks::orphans(), before);
 }
 
 TEST(WorkRenewal, AWorkOutlivesItsGroupAndIsFreedWhenDropped) {
