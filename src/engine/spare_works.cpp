@@ -88,7 +88,6 @@ Orphans& orphans_list() {
 }  // namespace
 
 SpareWorks::SpareWorks() {
-  slots_.reserve(kMaxSlots);
   Orphans& o = orphans_list();
   std::lock_guard<std::mutex> lk(o.mu);
   o.sweep();

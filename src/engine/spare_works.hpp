@@ -16,7 +16,7 @@
 //
 // A caller that keeps several operations in flight (torch's async_op, DDP's buckets, kolo-perf
 // -z 0) holds several slots at once: the group makes slots as such a caller needs them, up to
-// kMaxSlots, and looks for a free one from the slot it handed out last (free again for a
+// kMaxSlots (~420 bytes each), and looks for a free one from the slot it handed out last (free again for a
 // synchronous caller; the next one on for a caller that issues a batch, then drops it), at most
 // kProbe slots, so that a caller with more in flight than that costs a few loads per issue, and
 // its operations beyond kMaxSlots come from the pool (process_group.cpp). Without this, such a
@@ -56,7 +56,7 @@ class SpareWorks {
   struct Slot;
 
  private:
-  static constexpr size_t kMaxSlots = 64;
+  static constexpr size_t kMaxSlots = 1024;
   static constexpr size_t kProbe = 4;
   std::shared_ptr<Operation> hand_out(Slot* s, const char* op_name, uint64_t seq);
   std::vector<Slot*> slots_;  // made on demand (issuing thread, queue lock)
