@@ -8,7 +8,8 @@
 // Checks: every element of one-shot, two-shot and two-shot-push all-reduce (float32, bfloat16)
 // at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and
 // the registration cache (reuse, interior pointers, deregister, a freed and reallocated
-// buffer). --bench also measures, on rank 0's stream:
+// buffer); reduce-scatter, all-gather, broadcast, reduce and all-to-all (every element, counts
+// 0, 1, 7, 100003, both roots, in place where allowed, a chain of mixed kinds). --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
 //   - the three all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB.
@@ -253,6 +254,154 @@ void cache_checks(IpcComm& comm, cudaStream_t s) {
   });
 }
 
+// The other collectives (reduce-scatter, all-gather, broadcast, reduce, all-to-all): inputs from
+// input_value(rank, i) in float32, bfloat16 or int64 (moves only), every element of every
+// output compared exactly with a reference computed here.
+std::vector<uint8_t> encode(DataType t, const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * kolo::dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DataType::float32) {
+      std::memcpy(b.data() + i * 4, &v[i], 4);
+    } else if (t == DataType::bfloat16) {
+      const __nv_bfloat16 x = __float2bfloat16(v[i]);
+      std::memcpy(b.data() + i * 2, &x, 2);
+    } else {
+      const int64_t x = static_cast<int64_t>(v[i]) * 1000003;  // high bytes in use too
+      std::memcpy(b.data() + i * 8, &x, 8);
+    }
+  }
+  return b;
+}
+
+std::string compare(DataType t, const void* dev, const std::vector<float>& want, const std::string& what) {
+  const std::vector<uint8_t> w = encode(t, want);
+  std::vector<uint8_t> got(w.size());
+  check(cudaMemcpy(got.data(), dev, got.size(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  const size_t es = kolo::dtype_size(t);
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(got.data() + i * es, w.data() + i * es, es) != 0)
+      return what + ": element " + std::to_string(i) + " of " + std::to_string(want.size()) + " is wrong (want " +
+             std::to_string(want[i]) + ")";
+  return "";
+}
+
+void upload(void* dev, const std::vector<uint8_t>& host, cudaStream_t s) {
+  check(cudaMemcpyAsync(dev, host.data(), host.size(), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync H2D");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+std::vector<float> values(int rank, size_t n, size_t first = 0) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = input_value(rank, first + i);
+  return v;
+}
+
+const char* type_name(DataType t) { return kolo::dtype_name(t); }
+
+std::string collective_case(IpcComm& comm, const std::string& kind, DataType t, size_t count, int root, bool in_place,
+                            cudaStream_t s) {
+  const size_t es = kolo::dtype_size(t), n = static_cast<size_t>(g_world);
+  const size_t big = count * n;
+  DeviceBuffer in(big * es), out(big * es);
+  check(cudaMemsetAsync(out.ptr, 0xff, big * es, s), "cudaMemsetAsync");  // unwritten elements show
+  std::string why;
+  if (kind == "reduce_scatter") {
+    // in: world * count, the element index running over the whole buffer.
+    upload(in.ptr, encode(t, values(g_rank, big)), s);
+    void* dst = in_place ? static_cast<char*>(in.ptr) + g_rank * count * es : out.ptr;
+    comm.reduce_scatter(in.ptr, dst, count, t, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::vector<float> want(count, 0.0f);
+    for (size_t i = 0; i < count; ++i) want[i] = expected_sum(g_rank * count + i);
+    why = compare(t, dst, want, "reduce_scatter");
+  } else if (kind == "all_gather") {
+    void* src = in_place ? static_cast<char*>(out.ptr) + g_rank * count * es : in.ptr;
+    upload(src, encode(t, values(g_rank, count)), s);
+    comm.all_gather(src, out.ptr, count, t, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::vector<float> want;
+    for (int p = 0; p < g_world; ++p) {
+      const std::vector<float> v = values(p, count);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    why = compare(t, out.ptr, want, "all_gather");
+  } else if (kind == "broadcast") {
+    upload(in.ptr, encode(t, values(g_rank == root ? root : 100 + g_rank, count)), s);
+    comm.broadcast(in.ptr, count, t, root, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    why = compare(t, in.ptr, values(root, count), "broadcast");
+  } else if (kind == "reduce") {
+    upload(in.ptr, encode(t, values(g_rank, count)), s);
+    comm.reduce(in.ptr, g_rank == root ? out.ptr : nullptr, count, t, root, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::vector<float> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = expected_sum(i);
+    if (g_rank == root) why = compare(t, out.ptr, want, "reduce at the root");
+    // The input must be left as it was (a peer's kernel reads it; nobody writes it).
+    if (why.empty()) why = compare(t, in.ptr, values(g_rank, count), "reduce's input");
+  } else {  // all_to_all: block p of rank r's input is r * 1000 + p-th window of the values
+    upload(in.ptr, encode(t, values(g_rank, big)), s);
+    comm.all_to_all(in.ptr, out.ptr, count, t, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::vector<float> want;
+    for (int p = 0; p < g_world; ++p) {
+      const std::vector<float> v = values(p, count, g_rank * count);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    why = compare(t, out.ptr, want, "all_to_all");
+  }
+  comm.deregister(in.ptr);
+  comm.deregister(out.ptr);
+  return why;
+}
+
+// Reduce-scatter then all-gather, again and again, with no host synchronization: a two-shot
+// all-reduce built from two kinds of call, so the ordering between calls of different kinds is
+// checked (every element of a world-sized buffer of ones is world^k after k rounds).
+std::string chained_kinds_case(IpcComm& comm, cudaStream_t s) {
+  const size_t count = 250007, n = static_cast<size_t>(g_world);
+  DeviceBuffer a(count * n * 4), b(count * 4);
+  upload(a.ptr, encode(DataType::float32, std::vector<float>(count * n, 1.0f)), s);
+  int k = 0;
+  double want = 1;
+  while (want * g_world < double(1 << 24) && k < 12) {
+    want *= g_world;
+    ++k;
+  }
+  for (int i = 0; i < k; ++i) {
+    comm.reduce_scatter(a.ptr, b.ptr, count, DataType::float32, s);
+    comm.all_gather(b.ptr, a.ptr, count, DataType::float32, s);
+  }
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  std::string why = compare(DataType::float32, a.ptr, std::vector<float>(count * n, static_cast<float>(want)),
+                            "after " + std::to_string(k) + " reduce-scatter + all-gather rounds");
+  comm.deregister(a.ptr);
+  comm.deregister(b.ptr);
+  return why;
+}
+
+void collective_checks(IpcComm& comm, cudaStream_t s) {
+  const std::string ranks = "/ranks" + std::to_string(g_world);
+  for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"}) {
+    const bool sums = std::strcmp(kind, "reduce_scatter") == 0 || std::strcmp(kind, "reduce") == 0;
+    const bool rooted = std::strcmp(kind, "broadcast") == 0 || std::strcmp(kind, "reduce") == 0;
+    std::vector<DataType> types = {DataType::float32, DataType::bfloat16};
+    if (!sums) types.push_back(DataType::int64);
+    for (DataType t : types)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100003}})
+        for (int root : rooted ? std::vector<int>{0, g_world - 1} : std::vector<int>{0}) {
+          std::string name = std::string("IpcCollective.") + kind + "/" + type_name(t) + "/count" + std::to_string(count);
+          if (rooted) name += "/root" + std::to_string(root);
+          run_case(name + ranks, [&] { return collective_case(comm, kind, t, count, root, false, s); });
+        }
+  }
+  run_case("IpcCollective.reduce_scatter/float32/count100003/in_place" + ranks,
+           [&] { return collective_case(comm, "reduce_scatter", DataType::float32, 100003, 0, true, s); });
+  run_case("IpcCollective.all_gather/bfloat16/count100003/in_place" + ranks,
+           [&] { return collective_case(comm, "all_gather", DataType::bfloat16, 100003, 0, true, s); });
+  run_case("IpcCollective.chained_reduce_scatter_all_gather" + ranks, [&] { return chained_kinds_case(comm, s); });
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -395,6 +544,7 @@ int run(bool do_bench) {
     opts.host_ordered = host_ordered;
     IpcComm comm(store, g_rank, g_world, opts);
     correctness(comm, s);
+    collective_checks(comm, s);
     if (do_bench) run_case("IpcBench.all", [&] { bench(comm, *store, s); return std::string(); });
     cache_checks(comm, s);
     comm.close();

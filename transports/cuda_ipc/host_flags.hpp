@@ -27,10 +27,13 @@ constexpr int kRetireRing = 256;
 // What a rank says about its current call: which registrations (generation numbers, see
 // registration_cache.hpp) and offsets its input and output are at, and the call's shape, which
 // every peer checks against its own so that mismatched calls fail instead of reading garbage.
+// Generation 0: the buffer is not shared in this call (a broadcast's non-root buffer).
 struct CallDesc {
   uint64_t gen_in = 0, off_in = 0, gen_out = 0, off_out = 0;
   uint64_t count = 0;
   uint32_t dtype = 0, algo = 0;
+  uint32_t kind = 0;  // the collective (ipc_comm.hpp, Collective)
+  int32_t root = 0;   // broadcast's and reduce's
 };
 
 class HostFlags {

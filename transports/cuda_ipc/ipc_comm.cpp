@@ -10,6 +10,7 @@
 //      two-shot: sum slice r of all inputs into out's slice r; record MID, publish, wait for
 //      every peer's MID as in 2; copy slice p from p's out, for every p != r.
 //      two-shot-push: sum slice r of all inputs into slice r of every rank's out.
+//   (the other collectives: one step here, the sums one kernel, the moves copies from the peers)
 //   4. record DONE (I am done reading, or writing, your buffers); publish; wait for every peer's DONE as in 2:
 //      when s gets past this, nobody reads r's buffers any more, so the caller may reuse them.
 // Why each phase has its own event and why the host wait comes first: a stream waits on an
@@ -80,23 +81,37 @@ void IpcComm::close_retired_mappings(int p, cudaStream_t stream) {
   retired_seen_[p] = n;
 }
 
-void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
-  if (closed_) throw Error("cuda_ipc: all_reduce on a closed communicator");
-  if (!allreduce_supports(dtype)) throw InvalidArgument("cuda_ipc: all-reduce sums float32, float16 and bfloat16 only");
-  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush) throw InvalidArgument("cuda_ipc: unknown algorithm");
-  if (algo == Algo::kOneShot && in == out && world_ > 1) {
-    throw InvalidArgument("cuda_ipc: one-shot all-reduce cannot run in place (peers read the input it overwrites)");
-  }
-  const size_t esize = element_size(dtype);
-  const size_t bytes = count * esize;
+void IpcComm::check_open(const char* what) const {
+  if (closed_) throw Error(std::string("cuda_ipc: ") + what + " on a closed communicator");
+}
 
+namespace {
+
+const char* collective_name(uint32_t kind) {
+  static const char* const kNames[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"};
+  return kind < sizeof(kNames) / sizeof(kNames[0]) ? kNames[kind] : "?";
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream, const char* what) {
+  if (bytes == 0 || dst == src) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), what);
+}
+
+void check_sums(DataType dtype, const char* what) {
+  if (!allreduce_supports(dtype)) {
+    throw InvalidArgument(std::string("cuda_ipc: ") + what + " sums float32, float16 and bfloat16 only");
+  }
+}
+
+}  // namespace
+
+IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes,
+                                    cudaStream_t stream) {
   // 1. Describe the call, then say the input is ready. The lookups may throw (not device
   // memory): before anything is published, so the sequence stays in step.
   RegistrationCache::Found fin{0, 0}, fout{0, 0};
-  if (count > 0) {
-    fin = cache_.lookup(in, bytes);
-    fout = cache_.lookup(out, bytes);
-  }
+  if (in_bytes > 0) fin = cache_.lookup(in, in_bytes);
+  if (out_bytes > 0) fout = cache_.lookup(out, out_bytes);
   ++seq_;
   CallDesc& mine = flags_.my_desc();
   mine = CallDesc{};
@@ -104,16 +119,17 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   mine.off_in = fin.offset;
   mine.gen_out = fout.gen;
   mine.off_out = fout.offset;
-  mine.count = count;
-  mine.dtype = static_cast<uint32_t>(dtype);
-  mine.algo = static_cast<uint32_t>(algo);
+  mine.count = shape.count;
+  mine.dtype = static_cast<uint32_t>(shape.dtype);
+  mine.algo = shape.algo;
+  mine.kind = static_cast<uint32_t>(shape.kind);
+  mine.root = shape.root;
   signal(kReady, stream);
 
-  // 2. Every peer's input, mapped here, once its READY for this call is enqueued.
-  const void* ins[kMaxRanks] = {};
-  char* outs[kMaxRanks] = {};
-  ins[rank_] = in;
-  outs[rank_] = static_cast<char*>(out);
+  // 2. Every peer's shared buffers, mapped here, once its READY for this call is enqueued.
+  Mapped m;
+  m.in[rank_] = static_cast<const char*>(in);
+  m.out[rank_] = static_cast<char*>(out);
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
     flags_.wait(p, kReady, seq_);
@@ -121,17 +137,41 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
     // so a recycled allocation is never taken for the stale mapping of its predecessor.
     close_retired_mappings(p, stream);
     const CallDesc d = flags_.desc(p);  // stable until p passes our DONE of this call
-    if (d.count != count || d.dtype != mine.dtype || d.algo != mine.algo) {
+    if (d.count != mine.count || d.dtype != mine.dtype || d.algo != mine.algo || d.kind != mine.kind ||
+        d.root != mine.root) {
       throw InvalidArgument("cuda_ipc: call " + std::to_string(seq_) + " differs across ranks: rank " +
-                            std::to_string(rank_) + " has count " + std::to_string(count) + ", rank " +
-                            std::to_string(p) + " has count " + std::to_string(d.count) + " (or another dtype or algorithm)");
+                            std::to_string(rank_) + " calls " + collective_name(mine.kind) + " of " +
+                            std::to_string(mine.count) + " (dtype " + std::to_string(mine.dtype) + ", algorithm " +
+                            std::to_string(mine.algo) + ", root " + std::to_string(mine.root) + "), rank " +
+                            std::to_string(p) + " calls " + collective_name(d.kind) + " of " + std::to_string(d.count) +
+                            " (dtype " + std::to_string(d.dtype) + ", algorithm " + std::to_string(d.algo) + ", root " +
+                            std::to_string(d.root) + ")");
     }
-    if (count > 0) {
-      ins[p] = mappings_.get(p, d.gen_in) + d.off_in;
-      outs[p] = mappings_.get(p, d.gen_out) + d.off_out;
-    }
+    if (d.gen_in != 0) m.in[p] = mappings_.get(p, d.gen_in) + d.off_in;
+    if (d.gen_out != 0) m.out[p] = mappings_.get(p, d.gen_out) + d.off_out;
     if (events_) events_->wait(p, kReady, stream);
   }
+  return m;
+}
+
+void IpcComm::end_call(cudaStream_t stream) {
+  // 4. Done reading (or writing) the peers' buffers; the stream goes on once they are done with ours.
+  signal(kDone, stream);
+  handshake(kDone, stream);
+}
+
+void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
+  check_open("all_reduce");
+  check_sums(dtype, "all-reduce");
+  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush) throw InvalidArgument("cuda_ipc: unknown algorithm");
+  if (algo == Algo::kOneShot && in == out && world_ > 1) {
+    throw InvalidArgument("cuda_ipc: one-shot all-reduce cannot run in place (peers read the input it overwrites)");
+  }
+  const size_t esize = element_size(dtype);
+  const size_t bytes = count * esize;
+  const Mapped m = begin_call({Collective::all_reduce, static_cast<uint32_t>(algo), count, dtype, 0}, in, bytes, out,
+                              bytes, stream);
+  const void* const* ins = reinterpret_cast<const void* const*>(m.in);
 
   // 3. The kernels.
   // Slices of the two-shot algorithms start at multiples of 16 bytes, so the vector path holds
@@ -147,27 +187,81 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
     // Every rank's output is free: each recorded READY after its earlier work on it, and no
     // one else writes slice rank_ of it.
     void* all_outs[kMaxRanks];
-    for (int p = 0; p < world_; ++p) all_outs[p] = outs[p];
+    for (int p = 0; p < world_; ++p) all_outs[p] = m.out[p];
     launch_sum(dtype, all_outs, world_, ins, world_, begin(rank_), begin(rank_ + 1), stream);
-    flags_.publish(kMid, seq_);  // no middle phase: keep the counter in step
   } else if (count > 0) {
     launch_sum(dtype, mine_out, 1, ins, world_, begin(rank_), begin(rank_ + 1), stream);
     signal(kMid, stream);
     handshake(kMid, stream);
     for (int p = 0; p < world_; ++p) {
-      if (p == rank_ || begin(p + 1) == begin(p)) continue;
+      if (p == rank_) continue;
       const size_t off = begin(p) * esize;
-      check(cudaMemcpyAsync(static_cast<char*>(out) + off, outs[p] + off, (begin(p + 1) - begin(p)) * esize,
-                            cudaMemcpyDeviceToDevice, stream),
-            "cudaMemcpyAsync (all-gather of a peer's slice)");
+      copy_async(static_cast<char*>(out) + off, m.out[p] + off, (begin(p + 1) - begin(p)) * esize, stream,
+                 "cudaMemcpyAsync (all-gather of a peer's slice)");
     }
-  } else {
-    flags_.publish(kMid, seq_);  // keeps the phases in step for an empty call
   }
+  end_call(stream);
+}
 
-  // 4. Done reading the peers' buffers; the stream goes on once they are done with ours.
-  signal(kDone, stream);
-  handshake(kDone, stream);
+void IpcComm::reduce_scatter(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
+  check_open("reduce_scatter");
+  check_sums(dtype, "reduce-scatter");
+  const size_t bytes = count * element_size(dtype);
+  // Only this rank writes `out`, and no peer reads it: it is not shared.
+  const Mapped m = begin_call({Collective::reduce_scatter, 0, count, dtype, 0}, in, bytes * world_, out, 0, stream);
+  if (count > 0) {
+    const void* slices[kMaxRanks];
+    for (int p = 0; p < world_; ++p) slices[p] = m.in[p] + static_cast<size_t>(rank_) * bytes;
+    void* dst[1] = {out};
+    launch_sum(dtype, dst, 1, slices, world_, 0, count, stream);
+  }
+  end_call(stream);
+}
+
+void IpcComm::all_gather(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
+  check_open("all_gather");
+  const size_t bytes = count * dtype_size(dtype);
+  const Mapped m = begin_call({Collective::all_gather, 0, count, dtype, 0}, in, bytes, out, 0, stream);
+  for (int p = 0; p < world_; ++p)
+    copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p], bytes, stream,
+               "cudaMemcpyAsync (all-gather of a peer's input)");
+  end_call(stream);
+}
+
+void IpcComm::broadcast(void* buf, size_t count, DataType dtype, int root, cudaStream_t stream) {
+  check_open("broadcast");
+  if (root < 0 || root >= world_) throw InvalidArgument("cuda_ipc: broadcast root " + std::to_string(root) + " out of range");
+  const size_t bytes = count * dtype_size(dtype);
+  const Mapped m = begin_call({Collective::broadcast, 0, count, dtype, root}, buf, rank_ == root ? bytes : 0, nullptr, 0, stream);
+  if (rank_ != root) copy_async(buf, m.in[root], bytes, stream, "cudaMemcpyAsync (broadcast from the root)");
+  end_call(stream);
+}
+
+void IpcComm::reduce(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream) {
+  check_open("reduce");
+  check_sums(dtype, "reduce");
+  if (root < 0 || root >= world_) throw InvalidArgument("cuda_ipc: reduce root " + std::to_string(root) + " out of range");
+  if (rank_ == root && in == out && world_ > 1 && count > 0) {
+    throw InvalidArgument("cuda_ipc: reduce cannot run in place at the root (peers' sums read its input while it writes)");
+  }
+  const size_t bytes = count * element_size(dtype);
+  const Mapped m = begin_call({Collective::reduce, 0, count, dtype, root}, in, bytes, nullptr, 0, stream);
+  if (rank_ == root && count > 0) {
+    void* dst[1] = {out};
+    launch_sum(dtype, dst, 1, reinterpret_cast<const void* const*>(m.in), world_, 0, count, stream);
+  }
+  end_call(stream);
+}
+
+void IpcComm::all_to_all(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
+  check_open("all_to_all");
+  const size_t bytes = count * dtype_size(dtype);
+  if (in == out && world_ > 1 && count > 0) throw InvalidArgument("cuda_ipc: all-to-all cannot run in place");
+  const Mapped m = begin_call({Collective::all_to_all, 0, count, dtype, 0}, in, bytes * world_, out, 0, stream);
+  for (int p = 0; p < world_; ++p)
+    copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p] + static_cast<size_t>(rank_) * bytes,
+               bytes, stream, "cudaMemcpyAsync (all-to-all block of a peer)");
+  end_call(stream);
 }
 
 void IpcComm::close() {

@@ -57,6 +57,22 @@ class IpcComm {
   // of the inputs while others may read them).
   void all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream);
 
+  // The other collectives, with NCCL's counts (`count` elements per rank) and in-place forms.
+  // Each is one step between the call's READY and DONE handshakes: the sums read every rank's
+  // buffer in one kernel (float32, float16, bfloat16), the moves are device-to-device copies
+  // from the peers' mapped buffers (every dtype).
+  //   reduce_scatter  out[i] = sum over ranks p of in_p[rank * count + i]; in holds world * count
+  //                   (in place: out == in + rank * count)
+  //   all_gather      out[p * count + i] = in_p[i]; out holds world * count (in place: in == out + rank * count)
+  //   broadcast       buf = buf_root (count elements)
+  //   reduce          out_root[i] = sum over ranks of in_p[i]; other ranks' out is not used (may be null)
+  //   all_to_all      out[p * count + i] = in_p[rank * count + i]; both hold world * count; not in place
+  void reduce_scatter(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
+  void all_gather(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
+  void broadcast(void* buf, size_t count, DataType dtype, int root, cudaStream_t stream);
+  void reduce(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
+  void all_to_all(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
+
   // Evicts the registration holding ptr; call before freeing a buffer used in a collective.
   bool deregister(const void* ptr) { return cache_.deregister(ptr); }
   const RegistrationCache& cache() const { return cache_; }
@@ -70,6 +86,27 @@ class IpcComm {
   int world() const { return world_; }
 
  private:
+  enum class Collective : uint32_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, all_to_all };
+  // What every rank must agree on in one call (checked against each peer's descriptor).
+  struct Shape {
+    Collective kind;
+    uint32_t algo;  // all_reduce's Algo, 0 for the others
+    size_t count;
+    DataType dtype;
+    int root;
+  };
+  // The call's buffers as this process sees them: its own at index rank_, the peers' mapped.
+  struct Mapped {
+    const char* in[kMaxRanks] = {};
+    char* out[kMaxRanks] = {};
+  };
+  // Steps 1 and 2 of a call (ipc_comm.cpp): describe it, publish READY, check each peer's
+  // descriptor against `shape`, map the buffers each peer shares (in_bytes / out_bytes 0: not
+  // shared), and make `stream` wait for the peers' READY.
+  Mapped begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes, cudaStream_t stream);
+  // Step 4: DONE, and the stream waits for every peer's.
+  void end_call(cudaStream_t stream);
+  void check_open(const char* what) const;
   // Closes the mappings of peer p's registrations that p has retired since the last call.
   void close_retired_mappings(int p, cudaStream_t stream);
   // Waits (host) for every peer's `phase` of the current call, then makes `stream` wait (GPU)

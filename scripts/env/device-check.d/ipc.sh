@@ -5,7 +5,7 @@
 #   run_ipc      there: kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
 #                the 256 MiB copy, the kernel alone, one-shot, two-shot and two-shot-push
 #                all-reduce at 8 B, 64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every
-#                check), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
+#                check: all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
 #                (KOLO_IPC_HOST_ORDERED=1).
 #                One log, $OUT/ipc.log; one summary line.
 # It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
