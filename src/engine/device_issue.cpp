@@ -92,27 +92,12 @@ void check_pointer(kernels::DeviceRuntime& rt, const algo::CollArgs& a, const vo
                   (on < 0 ? std::string("not device memory (host memory?)") : "on cuda:" + std::to_string(on)));
 }
 
-// Makes `device` current on this thread for the copies queued here, and restores the caller's.
-struct DeviceGuard {
-  kernels::DeviceRuntime& rt;
-  int previous;
-  DeviceGuard(kernels::DeviceRuntime& r, int device) : rt(r), previous(r.current_device()) {
-    if (previous != device) rt.set_device(device);
-  }
-  ~DeviceGuard() {
-    try {
-      if (rt.current_device() != previous) rt.set_device(previous);
-    } catch (...) {
-    }
-  }
-};
-
 bool overlap(const char* p, size_t pn, const char* q, size_t qn) { return pn && qn && p < q + qn && q < p + pn; }
 
 }  // namespace
 
-StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs& args, const Buffer& send,
-                                       const Buffer& recv, const CommonOptions& opts, int rank, int size) {
+CheckedDevice check_device_operation(GroupDevice& group, const algo::CollArgs& args, const Buffer& send,
+                                     const Buffer& recv, int rank, int size) {
   const Uses u = uses_of(args, rank, size);
   // The operation's device: the buffer it uses first. A host buffer there makes it a host
   // operation, and validate() refuses a device buffer it would also use.
@@ -122,13 +107,8 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
                         : send.device.is_cuda()    ? send.device
                                                    : recv.device;
   validate(args, send, recv, rank, size, device);
-  StagedOperation staged;
-  if (device.is_cpu()) {  // validated: the device buffer is one this rank does not use
-    HostOperation h{args, send, recv};
-    h.send.device = h.recv.device = Device::cpu();
-    staged.host.push_back(h);
-    return staged;
-  }
+  CheckedDevice checked{device, nullptr};
+  if (device.is_cpu()) return checked;  // validated: the device buffer is one this rank does not use
 
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (rt == nullptr)
@@ -143,23 +123,55 @@ StagedOperation stage_device_operation(GroupDevice& group, const algo::CollArgs&
   if (!rt->can_wait_on_flags())
     refuse(args, "this GPU or driver cannot make a stream wait on a flag in host memory (cuStreamWaitValue32), "
                  "which kolo's staging of device memory needs");
-  const size_t es = args.elem_size();
   check_pointer(*rt, args, args.send, u.send_elems, device, args.kind == CollKind::broadcast ? "the" : "send");
   check_pointer(*rt, args, args.recv, u.recv_elems, device, "receive");
+  {
+    std::lock_guard<std::mutex> lk(group.mu);
+    if (group.device < 0)
+      group.device = device.index;
+    else if (group.device != device.index)
+      refuse(args, "its buffers are on " + device_name(device) + " but this group runs on cuda:" +
+                       std::to_string(group.device) + " (its first device operation's device)");
+  }
+  checked.rt = rt;
+  return checked;
+}
 
+DeviceCurrent::DeviceCurrent(kernels::DeviceRuntime& r, int device) : rt(r), previous(r.current_device()) {
+  if (previous != device) rt.set_device(device);
+}
+
+DeviceCurrent::~DeviceCurrent() {
+  try {
+    if (rt.current_device() != previous) rt.set_device(previous);
+  } catch (...) {
+  }
+}
+
+StagedOperation stage_device_operation(GroupDevice& group, const CheckedDevice& checked, const algo::CollArgs& args,
+                                       const Buffer& send, const Buffer& recv, const CommonOptions& opts, int rank,
+                                       int size) {
+  const Uses u = uses_of(args, rank, size);
+  const Device device = checked.device;
+  StagedOperation staged;
+  if (device.is_cpu()) {
+    HostOperation h{args, send, recv};
+    h.send.device = h.recv.device = Device::cpu();
+    staged.host.push_back(h);
+    return staged;
+  }
+  kernels::DeviceRuntime* rt = checked.rt;
+  const size_t es = args.elem_size();
   std::shared_ptr<DeviceStaging> staging;
   {
     std::lock_guard<std::mutex> lk(group.mu);
     if (!group.staging)
       group.staging = std::make_shared<DeviceStaging>(*rt, device.index,
                                                       static_cast<size_t>(config::get_int("KOLO_DEVICE_STAGE_BYTES")));
-    else if (group.staging->device != device.index)
-      refuse(args, "its buffers are on " + device_name(device) + " but this group runs on cuda:" +
-                       std::to_string(group.staging->device) + " (its first device operation's device)");
     staging = group.staging;
   }
 
-  DeviceGuard current(*rt, device.index);
+  DeviceCurrent current(*rt, device.index);
   // Large all-reduces, reduces and broadcasts (elementwise: chunk k of the output depends on
   // chunk k of the inputs only) run as one host operation per chunk.
   const bool elementwise =

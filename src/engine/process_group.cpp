@@ -148,6 +148,7 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), std::move(info), timeout);
   impl->executor->name_group(0, name);
   impl->connections = std::make_shared<SharedConnections>(impl->executor);
+  impl->device.direct.configure(store, prefix, rank, size, impl->hosts.num_hosts() == 1, true, timeout);
   return impl;
 }
 
@@ -234,7 +235,26 @@ static const algo::Algorithm kNothingToMove{.name = "none (count 0)", .wire_id =
 
 WorkPtr ProcessGroup::Impl::issue_device(const CollArgs& args, const Buffer& send, const Buffer& recv,
                                          const CommonOptions& opts, std::shared_ptr<const algo::VarCounts>* var_counts) {
-  engine::StagedOperation staged = engine::stage_device_operation(device, args, send, recv, opts, rank, size);
+  const engine::CheckedDevice checked = engine::check_device_operation(device, args, send, recv, rank, size);
+  if (checked.rt != nullptr && device.direct.wants(args, *checked.rt) && !executor->failed()) {
+    // Straight between the node's processes' device memory (device_direct.hpp): numbered like
+    // every collective, run by this thread on the caller's stream.
+    uint64_t seq;
+    {
+      auto lk = executor->lock_queue();
+      if (shut_down) throw Error(std::string("kolo: ") + algo::coll_name(args.kind) + " on group " + name + " after shutdown()");
+      seq = coll_seq++;
+    }
+    engine::DeviceCurrent current(*checked.rt, checked.device.index);
+    try {
+      return device.direct.run(args, *checked.rt, opts.stream, seq);
+    } catch (const std::exception& e) {
+      executor->request_abort(e.what());  // the peers learn it too; later calls fail at once
+      throw;
+    }
+  }
+  engine::StagedOperation staged =
+      engine::stage_device_operation(device, checked, args, send, recv, opts, rank, size);
   if (!staged.work) {  // only host memory is used here
     const engine::HostOperation& h = staged.host[0];
     return issue(h.args, h.send, h.recv, opts, var_counts);
@@ -550,6 +570,9 @@ void ProcessGroup::shutdown() {
   }
   // The last group on these connections closes them, reporting what went wrong during the
   // goodbye; the others leave them to the groups that still use them.
+  // The direct device path's last handshake, while every peer is still there (skipped when the
+  // group failed: a peer may be gone).
+  impl_->device.direct.close(!impl_->executor->failed());
   std::shared_ptr<SharedConnections> connections = std::move(impl_->connections);
   if (connections.use_count() == 1) connections->executor->close_and_join();
 }

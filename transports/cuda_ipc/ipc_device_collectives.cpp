@@ -1,0 +1,66 @@
+// IpcComm as the engine's DeviceCollectives (transports/device_collectives.hpp): registered when
+// CUDA is built. All-reduce picks its algorithm by size: one-shot below KOLO_CUDA_IPC_TWO_SHOT_BYTES
+// (every rank reads every input: one kernel, the fewest steps), two-shot-push from there (each
+// input read once, each output written once: the least memory traffic, made for ranks sharing
+// one GPU's memory); one-shot cannot run in place, so an in-place call below the threshold
+// takes two-shot-push too.
+#include "common/config.hpp"
+#include "transports/cuda_ipc/allreduce_kernels.hpp"
+#include "transports/cuda_ipc/ipc_comm.hpp"
+#include "transports/device_collectives.hpp"
+
+namespace kolo::cuda_ipc {
+namespace {
+
+class IpcDeviceCollectives final : public transport::DeviceCollectives {
+ public:
+  IpcDeviceCollectives(std::shared_ptr<Store> store, int rank, int world, const transport::DeviceCollectivesOptions& o)
+      : comm_(std::move(store), rank, world, options(o)),
+        two_shot_bytes_(static_cast<size_t>(config::get_int("KOLO_CUDA_IPC_TWO_SHOT_BYTES"))) {}
+
+  const char* name() const override { return "cuda_ipc"; }
+  bool supports_sum(DataType t) const override { return allreduce_supports(t); }
+  void all_reduce(const void* in, void* out, size_t count, DataType t, void* stream) override {
+    const bool small = count * element_size(t) < two_shot_bytes_;
+    comm_.all_reduce(in, out, count, t, small && in != out ? Algo::kOneShot : Algo::kTwoShotPush, s(stream));
+  }
+  void reduce_scatter(const void* in, void* out, size_t count, DataType t, void* stream) override {
+    comm_.reduce_scatter(in, out, count, t, s(stream));
+  }
+  void all_gather(const void* in, void* out, size_t count, DataType t, void* stream) override {
+    comm_.all_gather(in, out, count, t, s(stream));
+  }
+  void broadcast(void* buf, size_t count, DataType t, int root, void* stream) override {
+    comm_.broadcast(buf, count, t, root, s(stream));
+  }
+  void reduce(const void* in, void* out, size_t count, DataType t, int root, void* stream) override {
+    comm_.reduce(in, out, count, t, root, s(stream));
+  }
+  void all_to_all(const void* in, void* out, size_t count, DataType t, void* stream) override {
+    comm_.all_to_all(in, out, count, t, s(stream));
+  }
+  void forget(const void* ptr) override { comm_.deregister(ptr); }
+  void close() override { comm_.close(); }
+
+ private:
+  static IpcComm::Options options(const transport::DeviceCollectivesOptions& o) {
+    IpcComm::Options io;
+    io.prefix = o.prefix;
+    io.timeout = o.timeout;
+    return io;
+  }
+  static cudaStream_t s(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+  IpcComm comm_;
+  size_t two_shot_bytes_;
+};
+
+std::unique_ptr<transport::DeviceCollectives> make(std::shared_ptr<Store> store, int rank, int world,
+                                                   const transport::DeviceCollectivesOptions& o) {
+  return std::make_unique<IpcDeviceCollectives>(std::move(store), rank, world, o);
+}
+
+KOLO_REGISTER_DEVICE_COLLECTIVES(&make);
+
+}  // namespace
+}  // namespace kolo::cuda_ipc
