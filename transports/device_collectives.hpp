@@ -13,6 +13,7 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,8 @@ class DeviceCollectives {
 struct DeviceCollectivesOptions {
   std::string prefix;  // store keys, distinct per communicator of one job
   std::chrono::milliseconds timeout{120000};
+  // Non-empty: the reason to stop waiting for peers before the timeout (the group failed).
+  std::function<std::string()> stop_check;
 };
 using DeviceCollectivesMaker = std::unique_ptr<DeviceCollectives> (*)(std::shared_ptr<Store> store, int rank, int world,
                                                                       const DeviceCollectivesOptions& opts);

@@ -13,7 +13,8 @@ namespace kolo::engine {
 using algo::CollKind;
 
 void DirectDevice::configure(std::shared_ptr<Store> store, std::string prefix, int rank, int size, bool one_host,
-                             bool owns_connections, std::chrono::milliseconds timeout) {
+                             bool owns_connections, std::chrono::milliseconds timeout,
+                             std::function<std::string()> stop_check) {
   std::lock_guard<std::mutex> lk(mu_);
   enabled_ = config::get_int("KOLO_CUDA_IPC") != 0 && transport::device_collectives_built() && one_host &&
              owns_connections && size > 1;
@@ -23,6 +24,7 @@ void DirectDevice::configure(std::shared_ptr<Store> store, std::string prefix, i
   rank_ = rank;
   size_ = size;
   timeout_ = timeout;
+  stop_check_ = std::move(stop_check);
 }
 
 bool DirectDevice::wants(const algo::CollArgs& a, kernels::DeviceRuntime& rt) const {
@@ -58,6 +60,7 @@ WorkPtr DirectDevice::run(const algo::CollArgs& a, kernels::DeviceRuntime& rt, v
       transport::DeviceCollectivesOptions o;
       o.prefix = prefix_ + "/cuda_ipc";
       o.timeout = timeout_;
+      o.stop_check = stop_check_;
       comm_ = transport::make_device_collectives(store_, rank_, size_, o);
       if (!comm_) throw Error("this build has no device collectives");
       KOLO_LOG(info, "group " << prefix_ << ": device memory of " << min_bytes_

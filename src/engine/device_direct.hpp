@@ -32,8 +32,10 @@ namespace kolo::engine {
 class DirectDevice {
  public:
   // The group's facts, once it has formed.
+  // `stop_check`: non-empty while the group has failed (the executor's view), so that a wait
+  // for a dead peer ends early instead of at the timeout.
   void configure(std::shared_ptr<Store> store, std::string prefix, int rank, int size, bool one_host,
-                 bool owns_connections, std::chrono::milliseconds timeout);
+                 bool owns_connections, std::chrono::milliseconds timeout, std::function<std::string()> stop_check);
   // Whether `args` (device memory, checked) goes over the device collectives.
   bool wants(const algo::CollArgs& args, kernels::DeviceRuntime& rt) const;
   // Runs it on `stream` (the group's device current). Throws on failure, and the path stays broken.
@@ -50,6 +52,7 @@ class DirectDevice {
   std::string prefix_;
   int rank_ = 0, size_ = 1;
   std::chrono::milliseconds timeout_{0};
+  std::function<std::string()> stop_check_;
   std::unique_ptr<transport::DeviceCollectives> comm_;  // made at the first operation that wants it
   std::atomic<bool> broken_{false};  // written under mu_, read by wants() without it
 };

@@ -148,7 +148,12 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->executor = std::make_shared<engine::Executor>(std::move(connected.ctx), std::move(info), timeout);
   impl->executor->name_group(0, name);
   impl->connections = std::make_shared<SharedConnections>(impl->executor);
-  impl->device.direct.configure(store, prefix, rank, size, impl->hosts.num_hosts() == 1, true, timeout);
+  std::weak_ptr<engine::Executor> executor = impl->executor;
+  impl->device.direct.configure(store, prefix, rank, size, impl->hosts.num_hosts() == 1, true, timeout, [executor] {
+    auto e = executor.lock();
+    return !e || e->failed() ? std::string("the group has failed (a peer died or aborted: its next call says which)")
+                             : std::string();
+  });
   return impl;
 }
 

@@ -3,6 +3,7 @@
 // segment as a separate process would.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -57,6 +58,30 @@ TEST(CudaIpcHostFlags, WaitGivesUpAfterTheTimeoutNamingThePeer) {
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST(CudaIpcHostFlags, WaitEndsEarlyWhenTheStopCheckSaysTheGroupFailed) {
+  // The engine's group learns of a dead peer from its connections; a wait for that peer here
+  // must end then, not at the timeout (a minute).
+  Pair p(60s);
+  std::atomic<bool> failed{false};
+  p.r1->set_stop_check([&] { return failed ? std::string("the group has failed") : std::string(); });
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    failed = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    p.r1->wait(0, kolo::cuda_ipc::kReady, 1);
+    ADD_FAILURE() << "the wait returned without the peer";
+  } catch (const kolo::TimeoutError& e) {
+    ADD_FAILURE() << "timed out instead of stopping: " << e.what();
+  } catch (const kolo::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the group has failed"), std::string::npos) << e.what();
+  }
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 }
 
 TEST(CudaIpcHostFlags, RetiredGenerationsReachThePeerInOrder) {

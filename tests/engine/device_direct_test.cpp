@@ -82,7 +82,7 @@ TEST(DeviceDirect, TakesTheCollectivesCudaIpcDoesAndNothingElse) {
   EnvGuard on("KOLO_CUDA_IPC", "1"), min("KOLO_CUDA_IPC_MIN_BYTES", "1K");
   FakeCuda cuda;
   kolo::engine::DirectDevice d;
-  d.configure(kolo::make_hash_store(), "g", 0, 2, /*one_host=*/true, /*owns_connections=*/true, std::chrono::seconds(5));
+  d.configure(kolo::make_hash_store(), "g", 0, 2, /*one_host=*/true, /*owns_connections=*/true, std::chrono::seconds(5), {});
   EXPECT_TRUE(d.wants(args(CollKind::allreduce, DataType::float32, 256), cuda));
   EXPECT_TRUE(d.wants(args(CollKind::allreduce, DataType::bfloat16, 512), cuda));
   EXPECT_TRUE(d.wants(args(CollKind::reduce_scatter, DataType::float16, 512), cuda));
@@ -111,13 +111,13 @@ TEST(DeviceDirect, OffUnlessAskedForAndOnlyForAGroupOnOneHostThatOwnsItsConnecti
   const CollArgs big = args(CollKind::allreduce, DataType::float32, 1 << 20);
   {
     kolo::engine::DirectDevice d;
-    d.configure(kolo::make_hash_store(), "g", 0, 2, true, true, std::chrono::seconds(5));
+    d.configure(kolo::make_hash_store(), "g", 0, 2, true, true, std::chrono::seconds(5), {});
     EXPECT_FALSE(d.wants(big, cuda)) << "KOLO_CUDA_IPC is 0 by default";
   }
   EnvGuard on("KOLO_CUDA_IPC", "1");
   for (auto [one_host, owns, size] : {std::tuple{false, true, 2}, std::tuple{true, false, 2}, std::tuple{true, true, 1}}) {
     kolo::engine::DirectDevice d;
-    d.configure(kolo::make_hash_store(), "g", 0, size, one_host, owns, std::chrono::seconds(5));
+    d.configure(kolo::make_hash_store(), "g", 0, size, one_host, owns, std::chrono::seconds(5), {});
     EXPECT_FALSE(d.wants(big, cuda)) << "one_host " << one_host << " owns " << owns << " size " << size;
   }
 }

@@ -106,6 +106,12 @@ void HostFlags::wait(int peer, Phase phase, uint64_t seq) const {
 #endif
     } else {
       ::sched_yield();
+      if ((spins & 1023) == 0 && stop_check_) {
+        if (std::string why = stop_check_(); !why.empty()) {
+          throw Error("cuda_ipc: rank " + std::to_string(rank_) + " stopped waiting for rank " + std::to_string(peer) +
+                      " to reach phase " + std::to_string(phase) + " of call " + std::to_string(seq) + ": " + why);
+        }
+      }
       if ((spins & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
         throw TimeoutError("cuda_ipc: rank " + std::to_string(rank_) + " waited " + std::to_string(timeout_.count()) +
                            " ms for rank " + std::to_string(peer) + " to reach phase " + std::to_string(phase) +

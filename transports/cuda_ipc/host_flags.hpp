@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include "kolo/store.hpp"
@@ -47,8 +48,12 @@ class HostFlags {
 
   // This rank reached `phase` of call `seq` (its event record for it is issued).
   void publish(Phase phase, uint64_t seq);
-  // Until `peer` published `phase` with a number >= seq; throws TimeoutError after the timeout.
+  // Until `peer` published `phase` with a number >= seq; throws TimeoutError after the timeout,
+  // or Error as soon as the stop check (set_stop_check) says why waiting is pointless.
   void wait(int peer, Phase phase, uint64_t seq) const;
+  // Looked at every ~1,000 yields of a wait: a non-empty answer ends it (the engine's group
+  // failed: a peer died or aborted, and would never publish).
+  void set_stop_check(std::function<std::string()> check) { stop_check_ = std::move(check); }
 
   CallDesc& my_desc();
   const CallDesc& desc(int peer) const;
@@ -64,6 +69,7 @@ class HostFlags {
   size_t bytes_ = 0;
   int rank_, world_;
   std::chrono::milliseconds timeout_;
+  std::function<std::string()> stop_check_;
 };
 
 }  // namespace kolo::cuda_ipc

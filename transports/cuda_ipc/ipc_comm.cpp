@@ -44,7 +44,9 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
       events_(opts_.host_ordered ? nullptr
                                  : std::make_unique<IpcEvents>(*store_, opts_.prefix, rank, world, opts_.timeout)),
       cache_(*store_, opts_.prefix, rank, flags_),
-      mappings_(*store_, opts_.prefix) {}
+      mappings_(*store_, opts_.prefix) {
+  if (opts_.stop_check) flags_.set_stop_check(opts_.stop_check);
+}
 
 IpcComm::~IpcComm() = default;
 

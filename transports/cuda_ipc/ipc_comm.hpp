@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include "kolo/store.hpp"
@@ -46,6 +47,9 @@ class IpcComm {
     // has finished the work before it; no IPC event waits). Slow, but it tells a fault of the
     // event ordering apart from one of the shared memory or the kernels.
     bool host_ordered = false;
+    // Why a host wait should give up before its timeout (non-empty: give up), e.g. the engine's
+    // group has failed; looked at while waiting (host_flags.hpp).
+    std::function<std::string()> stop_check;
   };
   // Collective. The current CUDA device must be the one the buffers live on.
   IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts);

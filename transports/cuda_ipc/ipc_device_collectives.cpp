@@ -47,6 +47,7 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
     IpcComm::Options io;
     io.prefix = o.prefix;
     io.timeout = o.timeout;
+    io.stop_check = o.stop_check;
     return io;
   }
   static cudaStream_t s(void* stream) { return static_cast<cudaStream_t>(stream); }
