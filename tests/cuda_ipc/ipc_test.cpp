@@ -5,7 +5,7 @@
 //
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
-// Checks: every element of one-shot, two-shot and two-shot-push all-reduce (float32, bfloat16)
+// Checks: every element of one-shot, two-shot, two-shot-push and leader-push all-reduce (float32, bfloat16)
 // at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and
 // the registration cache (reuse, interior pointers, deregister, a freed and reallocated
 // buffer); reduce-scatter, all-gather, broadcast, reduce and all-to-all (every element, counts
@@ -20,6 +20,7 @@
 //             all-gather, each rank reads and writes N-1 slices of S/N:    2 * (N - 1) * S
 //             total                                                       (3N - 1) * S
 //   two-shot-push: rank r reads slice r of N inputs (S) and writes it into N outputs (S): 2N * S
+//   leader-push: rank 0 reads all N inputs and writes all N outputs (one kernel):         2N * S
 // (2 ranks: one-shot 6 S, two-shot 5 S, two-shot-push 4 S; the copy moves 2 S.) The rate
 // reported is that traffic divided by the time per call, and its ratio to the copy's rate is
 // the 80 % target. The time per call is rank 0's: every call ends waiting for all
@@ -193,7 +194,7 @@ std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
 }
 
 void correctness(IpcComm& comm, cudaStream_t s) {
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush})
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush})
     for (DataType t : {DataType::float32, DataType::bfloat16})
       for (size_t count : {size_t{1}, size_t{7}, size_t{1000003}}) {
         const std::string name = std::string("IpcAllReduce.") + kolo::cuda_ipc::algo_name(algo) + "/" +
@@ -205,7 +206,9 @@ void correctness(IpcComm& comm, cudaStream_t s) {
            [&] { return all_reduce_case(comm, Algo::kTwoShot, DataType::float32, 1000003, true, s); });
   run_case("IpcAllReduce.two-shot-push/bfloat16/count1000003/in_place/ranks" + std::to_string(g_world),
            [&] { return all_reduce_case(comm, Algo::kTwoShotPush, DataType::bfloat16, 1000003, true, s); });
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush}) {
+  run_case("IpcAllReduce.leader-push/float32/count1000003/in_place/ranks" + std::to_string(g_world),
+           [&] { return all_reduce_case(comm, Algo::kLeaderPush, DataType::float32, 1000003, true, s); });
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
     run_case(std::string("IpcAllReduce.chained/") + kolo::cuda_ipc::algo_name(algo) + "/ranks" + std::to_string(g_world),
              [&] { return chained_case(comm, algo, s); });
   }
@@ -471,14 +474,14 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   };
   const double n = g_world;
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush}) {
+  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
       const int iters = bytes <= (size_t{64} << 10) ? 100 : bytes <= (size_t{16} << 20) ? 50 : 10;
       double host_us = 0;
       const double t = time_per_call(s, iters, 7, align, [&] {
         comm.all_reduce(in.ptr, out.ptr, bytes / 4, DataType::float32, algo, s);
       }, &host_us);
-      const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : algo == Algo::kTwoShot ? 3 * n - 1 : 2 * n) * bytes;
+      const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : algo == Algo::kTwoShot ? 3 * n - 1 : 2 * n) * bytes;  // push kinds: 2 N S
       if (g_rank == 0) {
         std::printf("BENCH allreduce algo=%s ranks=%d bytes=%zu time_us=%.2f host_us_per_call=%.2f traffic_GBps=%.1f "
                     "ratio_to_copy=%.3f\n",

@@ -31,6 +31,7 @@ const char* algo_name(Algo a) {
     case Algo::kOneShot: return "one-shot";
     case Algo::kTwoShot: return "two-shot";
     case Algo::kTwoShotPush: return "two-shot-push";
+    case Algo::kLeaderPush: return "leader-push";
   }
   return "?";
 }
@@ -165,7 +166,8 @@ void IpcComm::end_call(cudaStream_t stream) {
 void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
   check_open("all_reduce");
   check_sums(dtype, "all-reduce");
-  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush) throw InvalidArgument("cuda_ipc: unknown algorithm");
+  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush && algo != Algo::kLeaderPush)
+    throw InvalidArgument("cuda_ipc: unknown algorithm");
   if (algo == Algo::kOneShot && in == out && world_ > 1) {
     throw InvalidArgument("cuda_ipc: one-shot all-reduce cannot run in place (peers read the input it overwrites)");
   }
@@ -185,6 +187,12 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   void* mine_out[1] = {out};
   if (count > 0 && algo == Algo::kOneShot) {
     launch_sum(dtype, mine_out, 1, ins, world_, 0, count, stream);
+  } else if (count > 0 && algo == Algo::kLeaderPush) {
+    if (rank_ == 0) {
+      void* all_outs[kMaxRanks];
+      for (int p = 0; p < world_; ++p) all_outs[p] = m.out[p];
+      launch_sum(dtype, all_outs, world_, ins, world_, 0, count, stream);
+    }
   } else if (count > 0 && algo == Algo::kTwoShotPush) {
     // Every rank's output is free: each recorded READY after its earlier work on it, and no
     // one else writes slice rank_ of it.

@@ -35,6 +35,12 @@ enum class Algo : uint32_t {
                      // it into every rank's output. The least HBM traffic (2 N S: each input
                      // read once, each output written once) and no phase between: made for
                      // ranks that share one GPU's memory.
+  kLeaderPush = 4,  // rank 0 alone sums every input into every rank's output, in one kernel
+                    // over the whole buffer; the others only take part in the handshakes. The
+                    // same traffic as two-shot-push (2 N S) but one kernel on the GPU instead of
+                    // N from N processes, which without MPS the GPU runs one time slice after
+                    // another: for ranks sharing one GPU. In place too (each element is read and
+                    // then written by the same thread).
 };
 const char* algo_name(Algo a);
 
