@@ -28,8 +28,8 @@ run_ipc() {
     summary+=("ipc: $exe or kolorun missing (prepare_ipc, carry .devcarry)"); return
   fi
   : > "$log"
-  # Bounds: 40 + 25 + 25 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill: under
-  # 120 s even if every run hangs (a rank's own waits give up after 30 s, and kolorun then
+  # Bounds: 60 + 35 + 35 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill: under
+  # 160 s even if every run hangs (a rank's own waits give up after 30 s, and kolorun then
   # stops the others, so a hang usually ends in a message before the bound).
   ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
     local label=$1 limit=$2 n=$3 t0 rc; shift 3
@@ -43,9 +43,9 @@ run_ipc() {
     return $rc
   }
   local bad=0
-  ipc_run 2r 40 2 -- --bench || bad=1
-  ipc_run 3r 25 3 -- || bad=1
-  ipc_run 4r 25 4 -- || bad=1
+  ipc_run 2r 60 2 -- --bench || bad=1
+  ipc_run 3r 35 3 -- || bad=1
+  ipc_run 4r 35 4 -- || bad=1
   # Something failed: once more at 2 ranks ordered on the host alone (no IPC event waits), which
   # tells a fault of the event ordering apart from one of the mapped memory or the kernels.
   if [ $bad = 1 ] || grep -qE '^\[  FAILED  \]' "$log"; then
