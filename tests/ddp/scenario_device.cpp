@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/device_runtime.hpp"
@@ -60,6 +62,9 @@ std::vector<float> local_grads(const std::vector<uint8_t>& covered, int rank, co
   }
   return g;
 }
+
+// Overwrites `dst` in place: the host reducer keeps its data() pointer.
+void refill(std::vector<float>& dst, const std::vector<float>& src) { std::copy(src.begin(), src.end(), dst.begin()); }
 
 size_t count_differences(Worker& w, const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   size_t wrong = 0;
@@ -131,11 +136,17 @@ void scenario_device(Worker& w) {
     };
     const Step steps[] = {{"backward order", &backward}, {"forward order", &forward}, {"no marks", nullptr}};
     int step = 0;
+    std::vector<float> staged(total);  // the late upload's source, untouched until the stream has read it
     for (const Step& s : steps) {
       w.begin(std::string("device buckets, ") + s.name);
-      host_grads = local_grads(covered, g.rank(), {step});
-      dev_grads.upload(host_grads, stream);
-      for (DistributedDataParallel* r : {&host, &dev}) {
+      staged = local_grads(covered, g.rank(), {step});
+      refill(host_grads, staged);
+      // As in training, the marks come while the gradients are still being produced on the
+      // stream: 30 ms of stream work, then their copy. The buckets must wait for it (a bucket
+      // sent as host memory, or not ordered on the stream, would carry the previous values).
+      rt->host_fn(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+      rt->copy(dev_grads.get(), staged.data(), total * sizeof(float), stream);
+      for (DistributedDataParallel* r : {&dev, &host}) {
         if (s.order != nullptr)
           for (size_t p : *s.order) r->mark_grad_ready(p);
         r->finish();
@@ -148,7 +159,7 @@ void scenario_device(Worker& w) {
     }
 
     w.begin("device buckets, no_sync then a synced step");
-    host_grads = local_grads(covered, g.rank(), {step, step + 1});
+    refill(host_grads, local_grads(covered, g.rank(), {step, step + 1}));
     dev_grads.upload(host_grads, stream);
     for (DistributedDataParallel* r : {&host, &dev}) {
       {
@@ -159,7 +170,7 @@ void scenario_device(Worker& w) {
       w.expect(r->last_step_stats().buckets == 0, "a no_sync step communicated");
     }
     count_differences(w, dev_grads.download(stream), host_grads, "inside no_sync (this rank's own sums)");
-    host_grads = local_grads(covered, g.rank(), {step, step + 1, step + 2});
+    refill(host_grads, local_grads(covered, g.rank(), {step, step + 1, step + 2}));
     dev_grads.upload(host_grads, stream);
     for (DistributedDataParallel* r : {&host, &dev}) {
       for (size_t p = n; p-- > 0;) r->mark_grad_ready(p);
