@@ -111,6 +111,8 @@ class DistributedDataParallel {
   // Throws InvalidArgument when called in the middle of a step (after a mark, before finish()).
   NoSync no_sync();
 
+  // Device buffers: finish() does not block, so comm_seconds counts only the buckets already
+  // complete on the host when it returns, and exposed_wait_seconds is about 0.
   struct StepStats {
     double comm_seconds = 0;          // sum over buckets of all-reduce start .. completion
     double exposed_wait_seconds = 0;  // time finish() spent blocked on communication
