@@ -34,6 +34,9 @@
 #include "lr_schedule.hpp"
 #include "memory_report.hpp"
 #include "model/model.hpp"
+#ifdef KOLO_TRAIN_CUDA
+#include "model/cuda/cuda_support.hpp"
+#endif
 #include "parallel_optimizer.hpp"
 #include "rng.hpp"
 #include "step_report.hpp"
@@ -139,6 +142,7 @@ class Trainer {
   }
 
   void evaluate(uint64_t step) {
+    optimizer_->params_to_host();  // --device cuda: evaluation runs on the host mirror
     const double loss = validation_loss(model_, *group_, val_windows_, opt_.eval_samples, opt_.batch);
     validation_losses_.push_back({step, loss});
     char line[96];
@@ -147,6 +151,7 @@ class Trainer {
   }
 
   void checkpoint(uint64_t step) {
+    optimizer_->params_to_host();
     AdamState adam = optimizer_->state_on_rank0();  // collective with --zero 1
     if (rank_ != 0) return;
     TrainState state;
@@ -166,6 +171,7 @@ class Trainer {
   }
 
   void finish_run() {
+    optimizer_->params_to_host();  // for --dump-params and the sample
     const uint64_t steps = uint64_t(opt_.steps);
     if (validation_losses_.empty() || validation_losses_.back().step != steps) evaluate(steps);
     if (stats_.measured_steps() > 0 || first_step_ < steps) {
@@ -260,6 +266,32 @@ class Trainer {
 };
 
 }  // namespace
+
+// Why --device cuda cannot run here, "" when it can: a build without CUDA, no usable GPU, or an
+// option whose code path is host-only (ZeRO-1's shard updates, the compression hooks).
+std::string cuda_refusal(const TrainOptions& opt) {
+#ifdef KOLO_TRAIN_CUDA
+  if (std::string why = gpt::cuda::unavailable_reason(); !why.empty()) return "no usable GPU: " + why;
+  if (opt.zero == 1) return "--zero 1 updates its shard on the host; use --zero 0 on the GPU";
+  if (opt.compression != "none") return "--compression packs gradients on the host; use --compression none on the GPU";
+  return "";
+#else
+  (void)opt;
+  return "this kolo-train was built without CUDA (configure with nvcc and the CUDA toolkit: meson -Dcuda=enabled); "
+         "use --device cpu";
+#endif
+}
+
+// The line saying which GPU this rank trains on.
+std::string cuda_device_line() {
+#ifdef KOLO_TRAIN_CUDA
+  const int device = read_launch_env().local_rank % gpt::cuda::device_count();
+  return "kolo-train: --device cuda: rank 0 on cuda:" + std::to_string(device) + ", " + gpt::cuda::device_name(device);
+#else
+  return "";
+#endif
+}
+
 }  // namespace kolo::train
 
 int main(int argc, char** argv) {
@@ -276,16 +308,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (opt.device == "cuda") {
-    std::fprintf(stderr,
-                 "kolo-train: --device cuda is not available yet: kolo's engine has no device-buffer support, so "
-                 "DDP cannot all-reduce GPU gradients; use --device cpu\n");
-    return 2;
+    if (const std::string why = cuda_refusal(opt); !why.empty()) {
+      std::fprintf(stderr, "kolo-train: --device cuda: %s\n", why.c_str());
+      return 2;
+    }
   }
   apply_blas_core_choice(opt.blas_core, argv);
   kolo::gpt::set_blas_threads(opt.threads > 0 ? opt.threads : default_blas_threads());
   if (kolo::read_launch_env().rank == 0)
     std::printf("kolo-train: OpenBLAS kernels %s, %d thread(s) per rank\n", kolo::gpt::blas_core_name().c_str(),
                 kolo::gpt::blas_threads());
+  if (opt.device == "cuda" && kolo::read_launch_env().rank == 0) std::printf("%s\n", cuda_device_line().c_str());
 
   std::shared_ptr<kolo::ProcessGroup> group;
   std::unique_ptr<Trainer> trainer;

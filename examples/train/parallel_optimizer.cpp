@@ -1,6 +1,11 @@
 // What both data-parallel modes take from the command line, and the choice between them.
 #include "parallel_optimizer.hpp"
 
+#include "kolo/error.hpp"
+#ifdef KOLO_TRAIN_CUDA
+#include "model/cuda/cuda_support.hpp"
+#endif
+
 namespace kolo::train {
 
 DdpOptions ddp_options(const TrainOptions& opt) {
@@ -27,6 +32,14 @@ std::unique_ptr<DataParallelOptimizer> make_data_parallel_optimizer(const TrainO
                                                                     std::shared_ptr<ProcessGroup> group,
                                                                     gpt::Model<float>& model,
                                                                     const AdamState* resumed) {
+#ifdef KOLO_TRAIN_CUDA
+  if (opt.device == "cuda") {
+    // One GPU per local rank, as launchers assign them; ranks beyond the visible GPUs share them.
+    const int device = read_launch_env().local_rank % gpt::cuda::device_count();
+    return make_cuda_optimizer(opt, std::move(group), model, resumed, device);
+  }
+#endif
+  if (opt.device != "cpu") throw InvalidArgument("--device " + opt.device + ": this kolo-train was built without CUDA");
   if (opt.zero == 1) return make_sharded_optimizer(opt, std::move(group), model, resumed);
   return make_replicated_optimizer(opt, std::move(group), model, resumed);
 }

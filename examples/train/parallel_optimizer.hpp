@@ -41,6 +41,9 @@ class DataParallelOptimizer {
   virtual size_t bucket_count() const = 0;
   virtual size_t state_bytes() const = 0;  // this rank's AdamW moments
   virtual const char* mode() const = 0;    // for the banner
+  // --device cuda: copies the GPU's weights into the trainer's host model (its mirror) before
+  // evaluation, checkpoints and sampling. Host optimizers train the host model itself: nothing to do.
+  virtual void params_to_host() {}
 };
 
 // Collective (the reducer checks the layouts and broadcasts rank 0's weights). `resumed`: the
@@ -58,6 +61,11 @@ AdamWConfig adamw_config(const TrainOptions& opt);
 std::unique_ptr<DataParallelOptimizer> make_replicated_optimizer(const TrainOptions& opt,
                                                                  std::shared_ptr<ProcessGroup> group,
                                                                  gpt::Model<float>& model, const AdamState* resumed);
+// --device cuda (cuda_optimizer.cpp, in builds with CUDA only): the model on GPU `device`,
+// initialised from `model`'s weights, which it then mirrors (params_to_host).
+std::unique_ptr<DataParallelOptimizer> make_cuda_optimizer(const TrainOptions& opt, std::shared_ptr<ProcessGroup> group,
+                                                           gpt::Model<float>& model, const AdamState* resumed,
+                                                           int device);
 std::unique_ptr<DataParallelOptimizer> make_sharded_optimizer(const TrainOptions& opt,
                                                               std::shared_ptr<ProcessGroup> group,
                                                               gpt::Model<float>& model, const AdamState* resumed);

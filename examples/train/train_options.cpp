@@ -102,7 +102,7 @@ std::vector<Flag> value_flags(TrainOptions& o) {
       {"--prompt", "TEXT", output, "start of the generated text (\"And God said\")", text(o.prompt)},
       {"--temperature", "X", output, "sampling temperature, 0 = greedy (0.8)", number(o.temperature, 0, 100)},
       {"--dump-params", "FILE", output, "write the final flat float32 parameters to FILE", text(o.dump_params)},
-      {"--device", "cpu|cuda", execution, "where the model runs (cpu; cuda is not available yet)",
+      {"--device", "cpu|cuda", execution, "where the model runs (cuda: this rank's GPU, LOCAL_RANK % visible GPUs; builds with CUDA only)",
        [&o](const std::string& f, const std::string& v) { o.device = one_of(f, v, {"cpu", "cuda"}); }},
       {"--threads", "N", execution, "BLAS threads per rank (0 = cores / ranks on this host)", integer(o.threads, 0, 1024)},
       {"--blas-core", "C", execution,

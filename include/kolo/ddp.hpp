@@ -38,6 +38,13 @@ struct DdpOptions {
   size_t bucket_bytes = size_t(25) << 20;       // later buckets ~25 MiB
   GradCompression compression = GradCompression::none;
   std::chrono::milliseconds timeout{0};  // 0: the group's default
+  // Where params and grads live. Device::cuda(i): device memory, broadcast and all-reduced as
+  // device Buffers ordered on `stream` (a cudaStream_t as void*; nullptr: the legacy default
+  // stream; README "GPU buffers"): a bucket's all-reduce starts after the work queued on `stream`
+  // before its last mark, and finish() makes `stream` wait for the averages without blocking
+  // the host (as torch DDP over NCCL). Device buffers take no compression and no sharding (refused).
+  Device device = Device::cpu();
+  void* stream = nullptr;
 };
 
 // One bucket of the plan: parameters (indices into the layout, in the order they were added,
@@ -62,7 +69,8 @@ std::vector<DdpBucket> plan_ddp_buckets(const std::vector<DdpParam>& layout, siz
 // to the all-reduce: do not write to it. params/grads must outlive the object.
 class DistributedDataParallel {
  public:
-  // Collective. params/grads: flat float32 CPU buffers of `total` elements; `layout` lists the
+  // Collective. params/grads: flat float32 buffers of `total` elements (host memory, or device
+  // memory when opts.device says so); `layout` lists the
   // parameters in forward (creation) order, covering disjoint ranges. Checks that every rank has the
   // same layout (throws kolo::MismatchError naming the first difference and the ranks), then
   // broadcasts rank 0's params. Buckets: parameters in REVERSE order, fixed and identical on every rank;
@@ -103,6 +111,8 @@ class DistributedDataParallel {
   // Throws InvalidArgument when called in the middle of a step (after a mark, before finish()).
   NoSync no_sync();
 
+  // Device buffers: finish() does not block, so comm_seconds counts only the buckets already
+  // complete on the host when it returns, and exposed_wait_seconds is about 0.
   struct StepStats {
     double comm_seconds = 0;          // sum over buckets of all-reduce start .. completion
     double exposed_wait_seconds = 0;  // time finish() spent blocked on communication

@@ -54,6 +54,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
   s.opts = opts;
   s.reduction = reduction;
   (void)ddp::wire_dtype(opts.compression);  // refuses an unknown value before any collective
+  if (opts.device.is_cuda()) {
+    // The hooks pack on the host and the shard helpers read grads there: neither has a device path.
+    if (opts.compression != GradCompression::none)
+      refuse(std::string("gradient compression (") + ddp::compression_name(opts.compression) +
+             ") needs host buffers; the buffers are on " + device_name(opts.device));
+    if (reduction == Reduction::reduce_scatter)
+      refuse("ShardedDataParallel needs host buffers; the buffers are on " + device_name(opts.device));
+  }
 
   // Collective: the same layout and options everywhere (a MismatchError on every rank otherwise), then a plan
   // that is a pure function of it, hence identical (or refused identically) on every rank.
@@ -74,7 +82,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<ProcessGroup> g
     BroadcastOptions bo;
     bo.root = 0;
     bo.timeout = opts.timeout;
-    WorkPtr w = s.group->broadcast(Buffer(params, total), bo);
+    bo.stream = opts.stream;
+    WorkPtr w = s.group->broadcast(Buffer(params, total, DataType::float32, opts.device), bo);
     s.wait_bounded(*w);
   }
 }
@@ -182,7 +191,8 @@ void DistributedDataParallel::Impl::launch(size_t b) {
   o.op = ReduceKind::avg;
   o.timeout = opts.timeout;
   o.overlap = true;  // start on the engine thread now: backward goes on meanwhile
-  Buffer data(grads + bucket.offset, bucket.count);
+  o.stream = opts.stream;
+  Buffer data(grads + bucket.offset, bucket.count, DataType::float32, opts.device);
   if (opts.compression != GradCompression::none) {
     ddp::pack(opts.compression, grads + bucket.offset, scratch[b].data(), bucket.count);
     data = Buffer(scratch[b].data(), bucket.count, ddp::wire_dtype(opts.compression));
@@ -276,8 +286,13 @@ void DistributedDataParallel::Impl::abort_in_flight(const char* reason) noexcept
     const WorkPtr& w = i % 2 == 0 ? runs[i / 2].work : runs[i / 2].tail_work;  // a bucket's works in issue order
     if (!w) continue;
     try {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
-      w->wait(std::max(left, std::chrono::milliseconds(1)));
+      // A device operation's wait() only queues a stream wait: the host must block here.
+      const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now()),
+                                 std::chrono::milliseconds(1));
+      if (w->on_device())
+        w->synchronize(left);
+      else
+        w->wait(left);
     } catch (...) {
     }
     if (!w->is_completed() && !aborted) {
@@ -290,7 +305,10 @@ void DistributedDataParallel::Impl::abort_in_flight(const char* reason) noexcept
     }
     if (aborted) {
       try {
-        w->wait(std::chrono::milliseconds(10000));
+        if (w->on_device())
+          w->synchronize(std::chrono::milliseconds(10000));
+        else
+          w->wait(std::chrono::milliseconds(10000));
       } catch (...) {
       }
     }

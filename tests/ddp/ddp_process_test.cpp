@@ -4,6 +4,9 @@
 // worker's scenario files.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "driver_support.hpp"
 
 namespace kolo::coltest {
@@ -65,6 +68,20 @@ TEST(ShardedProcesses, Float16AndBfloat16HooksStayWithinRounding) {
 }
 
 TEST(ShardedProcesses, ARankRunningPlainDdpIsRefused) { expect_all_ok("sharded-mismatch", 2); }
+
+// Gradients in device memory: the host stand-in in CI (KOLO_DEVICE_STANDIN=1: "device" memory is
+// host memory, streams are threads), the real GPU with KOLO_TEST_REAL_GPU=1 (device-check.sh).
+TEST(DdpProcesses, DeviceBuffersAverageExactlyAsHostBuffers) {
+  for (int world : {2, 3}) {
+    LaunchSpec spec = ddp_launch("device", world);
+    const char* real = std::getenv("KOLO_TEST_REAL_GPU");
+    if (!(real && std::string(real) == "1")) spec.env["KOLO_DEVICE_STANDIN"] = "1";
+    spec.rank_env = [](int rank) { return Env{{"LOCAL_RANK", std::to_string(rank)}}; };
+    const WorldOutcome outcome = run_world(spec);
+    EXPECT_TRUE(outcome.all_succeeded()) << "device on " << world << " ranks\n" << outcome.describe();
+    for (const RankOutcome& r : outcome.ranks) EXPECT_NE(r.out.find("OK rank"), std::string::npos) << r.describe();
+  }
+}
 
 TEST(DdpProcesses, PeerDeathMidStepIsAPeerErrorNotAHang) {
   const WorldOutcome outcome = run_world(ddp_launch("peer-dies", 2));

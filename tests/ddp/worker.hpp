@@ -38,5 +38,6 @@ void scenario_peer_dies(Worker& w);    // rank 1 exits mid-step
 void scenario_sharded(Worker& w);      // ShardedDataParallel: shards, mean, norm, gathers
 void scenario_sharded_compression(Worker& w);  // its float16 and bfloat16 hooks
 void scenario_sharded_mismatch(Worker& w);     // rank 1 runs DistributedDataParallel
+void scenario_device(Worker& w);  // device buffers (stand-in or GPU): equal to the host reducer
 
 }  // namespace kolo::ddptest

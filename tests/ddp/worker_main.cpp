@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
       {"average", scenario_average},       {"no-sync", scenario_no_sync},   {"overlap", scenario_overlap},
       {"compression", scenario_compression}, {"mismatch", scenario_mismatch}, {"peer-dies", scenario_peer_dies},
       {"sharded", scenario_sharded},         {"sharded-compression", scenario_sharded_compression},
-      {"sharded-mismatch", scenario_sharded_mismatch},
+      {"sharded-mismatch", scenario_sharded_mismatch}, {"device", scenario_device},
   };
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
