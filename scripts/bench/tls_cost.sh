@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What TLS (KOLO_TLS=1) costs the TCP transport, measured in one run: kolo-perf all-reduce over
+# TCP in clear and with TLS (interleaved, per rank count), against what AES-256-GCM alone allows
+# on this machine (`openssl speed -evp aes-256-gcm`, 16 KiB blocks = one TLS record, encrypt and
+# decrypt, timed in the same run).
+#
+# The bound: a ring all-reduce of S bytes sends and receives 2(n-1)/n S per rank, so the n ranks
+# encrypt and decrypt 4(n-1)S in all; with c cores (at most n busy) that takes at least
+# 2(n-1)S/c * (1/E + 1/D) seconds (E, D: encrypt and decrypt rates of one core), and busbw
+# (S/t * 2(n-1)/n) is then at most c / (n * (1/E + 1/D)): 1/(1/E + 1/D) for 2 ranks on 2 cores.
+#
+# Usage: scripts/bench/tls_cost.sh [ranks...]   (default: 2 4; BUILD=build, MAX=256M, ITERS=10)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+MAX=${MAX:-256M}
+ITERS=${ITERS:-10}
+[ $# -eq 0 ] && set -- 2 4
+RANKS=("$@")
+CORES=$(nproc)
+export KOLO_TRANSPORT=tcp KOLO_SECRET=${KOLO_SECRET:-tls-cost-bench}
+
+speed() {  # bytes/s of one core at 16 KiB blocks, $1: "" or -decrypt
+  openssl speed -seconds 3 -bytes 16384 -evp aes-256-gcm $1 2>/dev/null |
+    awk '/^aes-256-gcm|^AES-256-GCM/ {v=$NF; sub(/k$/, "", v); print v * 1000}'
+}
+
+perf() {  # $1 ranks, $2 KOLO_TLS: "size busbw" lines (out of place), and the #wrong count
+  KOLO_TLS=$2 "$BUILD/tools/kolorun/kolorun" -n "$1" "$BUILD/bench/perf/kolo-perf" allreduce -b 8 -e "$MAX" -f 4 \
+    -n "$ITERS" -w 2 -c 1 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $8, $9}'
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $CORES cores, $(uname -r), $(openssl version)"
+E=$(speed "")
+D=$(speed -decrypt)
+echo "# openssl speed -evp aes-256-gcm, 16 KiB blocks, one core: encrypt $(awk -v v="$E" 'BEGIN{printf "%.2f", v/1e9}') GB/s, decrypt $(awk -v v="$D" 'BEGIN{printf "%.2f", v/1e9}') GB/s"
+for n in "${RANKS[@]}"; do
+  c=$(( n < CORES ? n : CORES ))
+  bound=$(awk -v e="$E" -v d="$D" -v c="$c" -v n="$n" 'BEGIN{printf "%.4f", c / (n * (1/e + 1/d)) / 1e9}')
+  plain=$(perf "$n" 0)
+  tls=$(perf "$n" 1)
+  echo
+  echo "## $n ranks: AES-GCM bound on busbw $bound GB/s ($c cores)"
+  echo "| size (B) | busbw clear GB/s | busbw TLS GB/s | TLS / clear | TLS / AES-GCM bound | #wrong (clear, TLS) |"
+  echo "|---:|---:|---:|---:|---:|---:|"
+  paste <(echo "$plain") <(echo "$tls") | awk -v b="$bound" '{
+    r = ($2 > 0) ? $5 / $2 : 0; printf "| %s | %.3f | %.3f | %.2f | %.2f | %s, %s |\n", $1, $2, $5, r, $5 / b, $3, $6 }'
+done
