@@ -2,7 +2,8 @@
 # What TLS (KOLO_TLS=1) costs the TCP transport, measured in one run: kolo-perf all-reduce over
 # TCP in clear and with TLS (interleaved, per rank count), against what AES-256-GCM alone allows
 # on this machine (`openssl speed -evp aes-256-gcm`, 16 KiB blocks = one TLS record, encrypt and
-# decrypt, timed in the same run).
+# decrypt, timed in the same run), and plain Gloo's ring all-reduce over TCP (Debian's Gloo has
+# no TCP_TLS transport to compare with; kolo-perf-gloo, when built).
 #
 # The bound: a ring all-reduce of S bytes sends and receives 2(n-1)/n S per rank, so the n ranks
 # encrypt and decrypt 4(n-1)S in all; with c cores (at most n busy) that takes at least
@@ -25,10 +26,13 @@ speed() {  # bytes/s of one core at 16 KiB blocks, $1: "" or -decrypt
     awk '/^aes-256-gcm|^AES-256-GCM/ {v=$NF; sub(/k$/, "", v); print v * 1000}'
 }
 
-perf() {  # $1 ranks, $2 KOLO_TLS: "size busbw" lines (out of place), and the #wrong count
-  KOLO_TLS=$2 "$BUILD/tools/kolorun/kolorun" -n "$1" "$BUILD/bench/perf/kolo-perf" allreduce -b 8 -e "$MAX" -f 4 \
-    -n "$ITERS" -w 2 -c 1 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $8, $9}'
+perf() {  # $1 ranks, $2 KOLO_TLS, $3 program (default kolo-perf), more flags: "size µs busbw #wrong" lines (out of place)
+  local n=$1 tls=$2 prog=${3:-$BUILD/bench/perf/kolo-perf}
+  shift 3 || shift $#
+  KOLO_TLS=$tls "$BUILD/tools/kolorun/kolorun" -n "$n" "$prog" allreduce -b 8 -e "$MAX" -f 4 \
+    -n "$ITERS" -w 2 -c 1 "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8, $9}'
 }
+GLOO=$BUILD/bench/peers/kolo-perf-gloo
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $CORES cores, $(uname -r), $(openssl version)"
 E=$(speed "")
@@ -37,12 +41,13 @@ echo "# openssl speed -evp aes-256-gcm, 16 KiB blocks, one core: encrypt $(awk -
 for n in "${RANKS[@]}"; do
   c=$(( n < CORES ? n : CORES ))
   bound=$(awk -v e="$E" -v d="$D" -v c="$c" -v n="$n" 'BEGIN{printf "%.4f", c / (n * (1/e + 1/d)) / 1e9}')
-  plain=$(perf "$n" 0)
-  tls=$(perf "$n" 1)
+  plain=$(perf "$n" 0 "")
+  tls=$(perf "$n" 1 "")
+  if [ -x "$GLOO" ]; then gloo=$(perf "$n" 0 "$GLOO" --algo ring); else gloo=$(echo "$plain" | awk '{print $1, 0, 0, "-"}'); fi
   echo
   echo "## $n ranks: AES-GCM bound on busbw $bound GB/s ($c cores)"
-  echo "| size (B) | busbw clear GB/s | busbw TLS GB/s | TLS / clear | TLS / AES-GCM bound | #wrong (clear, TLS) |"
-  echo "|---:|---:|---:|---:|---:|---:|"
-  paste <(echo "$plain") <(echo "$tls") | awk -v b="$bound" '{
-    r = ($2 > 0) ? $5 / $2 : 0; printf "| %s | %.3f | %.3f | %.2f | %.2f | %s, %s |\n", $1, $2, $5, r, $5 / b, $3, $6 }'
+  echo "| size (B) | clear µs | TLS µs | Gloo ring (clear) µs | TLS time / clear | TLS busbw GB/s | TLS busbw / AES-GCM bound | #wrong (clear, TLS, Gloo) |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  paste <(echo "$plain") <(echo "$tls") <(echo "$gloo") | awk -v b="$bound" '{
+    printf "| %s | %.1f | %.1f | %.1f | %.2f | %.3f | %.2f | %s, %s, %s |\n", $1, $2, $6, $10, ($2 > 0 ? $6 / $2 : 0), $7, $7 / b, $4, $8, $12 }'
 done
