@@ -39,11 +39,12 @@ TcpPair::TcpPair(transport::FailureSink* sink, int peer, Fd fd, std::unique_ptr<
 
 // Called once the TLS handshake is done: a direction the kernel seals (kTLS) goes back to plain
 // sendmsg/recv. A send that met the unfinished handshake waits for no epoll event (the socket
-// never filled), so the read that finished the handshake starts it.
+// never filled), so the read that finished the handshake starts it; and the next progress reads.
 void TcpPair::tls_ready(bool from_read) {
   tls_send_ = !tls_->kernel_sends();
   tls_recv_ = !tls_->kernel_receives();
-  writable_ = true;
+  // OpenSSL may hold records it read ahead during the handshake, which no epoll edge announces.
+  writable_ = readable_ = true;
   if (from_read && !sends_.empty() && !failed_) pump_write();
 }
 
