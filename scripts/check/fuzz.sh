@@ -6,7 +6,8 @@
 # Targets (default: all): hello (the TCP handshake's acceptor), tcp_frames (the TCP frame reader),
 # shm_ring (the shared-memory ring reader), options (kolorun's and kolo-perf's command lines),
 # store (the TCPStore server's protocol state machine, both c10d dialects, and the authentication
-# handshake before it).
+# handshake before it), tls_records (TLS records and handshakes from someone without the key,
+# KOLO_TLS=1).
 # New inputs found go to build-fuzz/corpus-*/ (not the tree); crashes to build-fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,11 +15,11 @@ limit=(-max_total_time=30)
 case "${1:-}" in
   --seconds) limit=(-max_total_time="$2"); shift 2 ;;
   --runs) limit=(-runs="$2"); shift 2 ;;
-  ""|hello|tcp_frames|shm_ring|options|store) ;;
-  *) echo "usage: scripts/check/fuzz.sh [--seconds N | --runs N] [hello|tcp_frames|shm_ring|options|store]..."; exit 2 ;;
+  ""|hello|tcp_frames|shm_ring|options|store|tls_records) ;;
+  *) echo "usage: scripts/check/fuzz.sh [--seconds N | --runs N] [hello|tcp_frames|shm_ring|options|store|tls_records]..."; exit 2 ;;
 esac
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(hello tcp_frames shm_ring options store)
+[ ${#targets[@]} -eq 0 ] && targets=(hello tcp_frames shm_ring options store tls_records)
 out=${FUZZ_BUILD_DIR:-build-fuzz}
 mkdir -p "$out"
 CXX=${CXX:-clang++}
@@ -31,7 +32,7 @@ tcp=(transports/tcp/socket.cpp transports/tcp/handshake.cpp transports/common/au
 engine=(transports/registry.cpp transports/setup_failure.cpp transports/pair_base.cpp common/config.cpp common/log.cpp)
 build() {  # target, sources...
   local t=$1; shift
-  "$CXX" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" "$@" -lcrypto -o "$out/fuzz_$t"
+  "$CXX" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" "$@" -lssl -lcrypto -o "$out/fuzz_$t"
 }
 max_len() {  # inputs longer than this add nothing but slowness
   case "$1" in tcp_frames) echo 65536 ;; shm_ring) echo 4096 ;; options) echo 512 ;; *) echo 4096 ;; esac
@@ -44,7 +45,8 @@ for t in "${targets[@]}"; do
     hello) build hello "${tcp[@]}" ;;
     tcp_frames) build tcp_frames "${tcp[@]}" "${engine[@]}" transports/tcp/tcp_device.cpp transports/tcp/tcp_pair.cpp \
                   transports/tcp/hello_inbox.cpp transports/tcp/on_demand.cpp transports/tcp/dial.cpp \
-                  transports/tcp/pending_pair.cpp ;;
+                  transports/tcp/pending_pair.cpp common/tls.cpp ;;
+    tls_records) build tls_records common/tls.cpp common/crypto.cpp common/config.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp \
                 transports/shm/shm_fence.cpp common/thread_fence.cpp ;;

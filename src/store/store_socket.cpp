@@ -1,5 +1,9 @@
 #include "store/store_socket.hpp"
 
+#include <sys/uio.h>
+
+#include "common/tls.hpp"
+
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -163,10 +167,11 @@ int connect_with_retry(const std::string& host, uint16_t port, std::chrono::mill
                      std::to_string(timeout.count()) + " ms: " + last_error);
 }
 
-IoResult send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline) {
+IoResult send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline, TlsSession* tls) {
   size_t sent = 0;
   while (sent < size) {
-    ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+    iovec iov{const_cast<uint8_t*>(data) + sent, size - sent};
+    ssize_t n = tls ? tls->writev(&iov, 1) : ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
       continue;
@@ -182,10 +187,10 @@ IoResult send_all(int fd, const uint8_t* data, size_t size, Clock::time_point de
   return {};
 }
 
-IoResult recv_exact(int fd, uint8_t* data, size_t size, Clock::time_point deadline) {
+IoResult recv_exact(int fd, uint8_t* data, size_t size, Clock::time_point deadline, TlsSession* tls) {
   size_t got = 0;
   while (got < size) {
-    ssize_t n = ::recv(fd, data + got, size - got, 0);
+    ssize_t n = tls ? tls->read(data + got, size - got) : ::recv(fd, data + got, size - got, 0);
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;

@@ -7,6 +7,10 @@
 
 #include "store/store_common.hpp"
 
+namespace kolo {
+class TlsSession;
+}
+
 namespace kolo::store_detail {
 
 std::string errno_text(int err);
@@ -29,8 +33,9 @@ struct IoResult {
 };
 
 // Sends / receives exactly `size` bytes on a non-blocking socket, waiting with poll() until
-// `deadline`.
-IoResult send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline);
-IoResult recv_exact(int fd, uint8_t* data, size_t size, Clock::time_point deadline);
+// `deadline`. With `tls` (KOLO_TLS=1, common/tls.hpp), through its records; a TLS failure
+// (a tampered record, a cut one) is kError with err EPROTO, and tls->error() says what.
+IoResult send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline, TlsSession* tls = nullptr);
+IoResult recv_exact(int fd, uint8_t* data, size_t size, Clock::time_point deadline, TlsSession* tls = nullptr);
 
 }  // namespace kolo::store_detail

@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "common/tls.hpp"
 #include "kolo/error.hpp"
 #include "store/store_auth.hpp"
 #include "store/store_socket.hpp"
@@ -39,14 +40,16 @@ constexpr std::chrono::milliseconds kReplyGrace{5000};
 class TcpStoreClient final : public TCPStore {
  public:
   TcpStoreClient(std::string host, uint16_t port, std::chrono::milliseconds timeout, Protocol protocol,
-                 std::optional<auth::Key> key, std::unique_ptr<TcpStoreServerCore> server)
-      : server_(std::move(server)), host_(std::move(host)), port_(port), protocol_(protocol), key_(key) {
+                 std::optional<auth::Key> key, std::unique_ptr<TcpStoreServerCore> server,
+                 std::shared_ptr<const TlsContext> tls)
+      : server_(std::move(server)), host_(std::move(host)), port_(port), protocol_(protocol), key_(key), tls_ctx_(std::move(tls)) {
     timeout_ = timeout;
     std::lock_guard guard(mu_);
     connect_locked();
   }
 
   ~TcpStoreClient() override {
+    tls_.reset();
     if (fd_ >= 0) ::close(fd_);
     // server_ (if we host it) stops after our connection is gone; other clients then see EOF.
   }
@@ -103,7 +106,7 @@ class TcpStoreClient final : public TCPStore {
     std::lock_guard guard(mu_);
     send_locked(StoreOp::kWait, req, deadline_after(timeout_));
     uint8_t reply = 0;
-    IoResult io = recv_exact(fd_, &reply, 1, deadline_after(timeout));
+    IoResult io = recv_exact(fd_, &reply, 1, deadline_after(timeout), tls_.get());
     if (io.status == IoStatus::kOk) {
       if (reply != kStopWaiting) protocol_error(StoreOp::kWait, "reply " + std::to_string(reply));
       return;
@@ -194,9 +197,9 @@ class TcpStoreClient final : public TCPStore {
     const uint32_t nonce = (rd() & 0xff00ffffu) | 0x00ff0000u;
     hello.op(StoreOp::kPing, Dialect::kValidated).u32(nonce);
     const auto deadline = deadline_after(std::min(timeout_, kReplyGrace));
-    IoResult io = send_all(fd_, hello.bytes().data(), hello.bytes().size(), deadline);
+    IoResult io = send_all(fd_, hello.bytes().data(), hello.bytes().size(), deadline, tls_.get());
     uint8_t echo[4];
-    if (io.status == IoStatus::kOk) io = recv_exact(fd_, echo, sizeof(echo), deadline);
+    if (io.status == IoStatus::kOk) io = recv_exact(fd_, echo, sizeof(echo), deadline, tls_.get());
     if (io.status == IoStatus::kOk) {
       WireReader r(echo, sizeof(echo));
       if (r.u32() != nonce) {
@@ -223,7 +226,22 @@ class TcpStoreClient final : public TCPStore {
   // A new connection, authenticated when there is a key.
   void open_locked() {
     fd_ = connect_with_retry(host_, port_, timeout_);
+    if (tls_ctx_) start_tls_locked();
     if (key_) authenticate_locked();
+  }
+
+  // KOLO_TLS=1 (common/tls.hpp): the TLS handshake before anything else, so that the store's
+  // authentication, keys and values all travel sealed.
+  void start_tls_locked() {
+    tls_ = std::make_unique<TlsSession>(*tls_ctx_, fd_, true, tls_peer_name("TCPStore", fd_));
+    try {
+      tls_->handshake_until(deadline_after(std::min(timeout_, kReplyGrace)), -1);
+    } catch (const Error& e) {
+      drop_connection();
+      throw PeerError(std::string(e.what()) +
+                          " (KOLO_TLS=1: the store must be kolo's, with KOLO_TLS=1 and the same KOLO_SECRET or CA)",
+                      -1);
+    }
   }
 
   // Kolo's store authentication (store_auth.hpp): our nonce, the server's nonce and proof, which
@@ -233,16 +251,17 @@ class TcpStoreClient final : public TCPStore {
     const auth::Nonce nonce = auth::fresh_nonce();
     const auto hello = auth::client_hello(nonce);
     const auto deadline = deadline_after(std::min(timeout_, kReplyGrace));
-    IoResult io = send_all(fd_, hello.data(), hello.size(), deadline);
+    IoResult io = send_all(fd_, hello.data(), hello.size(), deadline, tls_.get());
     uint8_t reply[auth::kServerReplyBytes];
-    if (io.status == IoStatus::kOk) io = recv_exact(fd_, reply, sizeof(reply), deadline);
+    if (io.status == IoStatus::kOk) io = recv_exact(fd_, reply, sizeof(reply), deadline, tls_.get());
     if (io.status != IoStatus::kOk) {
       drop_connection();
       throw PeerError("TCPStore: " + endpoint() + " did not answer kolo's store authentication (" +
                           (io.status == IoStatus::kTimeout ? "no reply" : "it hung up") +
                           "): a torch TCPStore, or a kolo store without authentication (KOLO_STORE_AUTH=off, or no "
                           "KOLO_SECRET where it runs), cannot take clients that have a job secret; set "
-                          "KOLO_STORE_AUTH=off on the clients to use it unauthenticated",
+                          "KOLO_STORE_AUTH=off on the clients to use it unauthenticated" +
+                          std::string(tls_ctx_ ? "" : "; or the store has KOLO_TLS=1 and this process not"),
                       -1);
     }
     const auto proof = auth::client_answer(*key_, nonce, reply);
@@ -253,14 +272,14 @@ class TcpStoreClient final : public TCPStore {
                           "an impostor)",
                       -1);
     }
-    io = send_all(fd_, proof->data(), proof->size(), deadline);
+    io = send_all(fd_, proof->data(), proof->size(), deadline, tls_.get());
     if (io.status != IoStatus::kOk) io_failed(StoreOp::kValidate, io, std::min(timeout_, kReplyGrace));
   }
 
   // Sends one request; reconnects first if an earlier failure dropped the connection.
   void send_locked(StoreOp op, const WireWriter& req, Clock::time_point deadline) {
     if (fd_ < 0) connect_locked();
-    IoResult io = send_all(fd_, req.bytes().data(), req.bytes().size(), deadline);
+    IoResult io = send_all(fd_, req.bytes().data(), req.bytes().size(), deadline, tls_.get());
     if (io.status != IoStatus::kOk) io_failed(op, io, remaining(deadline));
   }
 
@@ -278,7 +297,7 @@ class TcpStoreClient final : public TCPStore {
     const auto deadline = deadline_after(timeout_);
     send_locked(StoreOp::kAdd, req, deadline);
     uint8_t raw[8];
-    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline);
+    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline, tls_.get());
     if (io.status == IoStatus::kClosed) {
       drop_connection();
       // c10d servers hang up on an add to a value that is not a decimal integer (kolo's also on an
@@ -304,7 +323,7 @@ class TcpStoreClient final : public TCPStore {
     const auto deadline = deadline_after(timeout_);
     send_locked(StoreOp::kCheck, req, deadline);
     uint8_t reply = 0;
-    IoResult io = recv_exact(fd_, &reply, 1, deadline);
+    IoResult io = recv_exact(fd_, &reply, 1, deadline, tls_.get());
     if (io.status != IoStatus::kOk) io_failed(StoreOp::kCheck, io, timeout_);
     if (reply != kCheckReady && reply != kCheckNotReady) protocol_error(StoreOp::kCheck, "reply " + std::to_string(reply));
     return reply == kCheckReady;
@@ -323,7 +342,7 @@ class TcpStoreClient final : public TCPStore {
     send_locked(StoreOp::kCancelWait, req, deadline);
     for (int replies = 0; replies < 2; ++replies) {
       uint8_t reply = 0;
-      IoResult io = recv_exact(fd_, &reply, 1, deadline);
+      IoResult io = recv_exact(fd_, &reply, 1, deadline, tls_.get());
       if (io.status != IoStatus::kOk) io_failed(StoreOp::kCancelWait, io, kReplyGrace);
       if (reply == kWaitCanceled) return;
       if (reply != kStopWaiting) break;
@@ -333,7 +352,7 @@ class TcpStoreClient final : public TCPStore {
 
   int64_t read_i64(StoreOp op, Clock::time_point deadline) {
     uint8_t raw[8];
-    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline);
+    IoResult io = recv_exact(fd_, raw, sizeof(raw), deadline, tls_.get());
     if (io.status != IoStatus::kOk) io_failed(op, io, timeout_);
     WireReader r(raw, sizeof(raw));
     return r.i64();
@@ -343,7 +362,7 @@ class TcpStoreClient final : public TCPStore {
     uint64_t size = static_cast<uint64_t>(read_i64(op, deadline));
     if (size > kMaxValueBytes) protocol_error(op, "a value of " + std::to_string(size) + " bytes");
     Bytes out(size);
-    IoResult io = recv_exact(fd_, out.data(), out.size(), deadline);
+    IoResult io = recv_exact(fd_, out.data(), out.size(), deadline, tls_.get());
     if (io.status != IoStatus::kOk) io_failed(op, io, timeout_);
     return out;
   }
@@ -354,7 +373,10 @@ class TcpStoreClient final : public TCPStore {
   }
 
   // Any transport failure drops the connection (its state is unknown); the next request reconnects.
+  std::string tls_failure(int err) const { return tls_ && !tls_->error().empty() ? tls_->error() : errno_text(err); }
+
   [[noreturn]] void io_failed(StoreOp op, IoResult io, std::chrono::milliseconds waited) {
+    const std::string why = tls_failure(io.err);
     drop_connection();
     switch (io.status) {
       case IoStatus::kTimeout:
@@ -362,15 +384,15 @@ class TcpStoreClient final : public TCPStore {
                            std::to_string(waited.count()) + " ms");
       case IoStatus::kClosed:
         throw PeerError("TCPStore: connection to " + endpoint() + " closed during " + op_name(op) +
-                            (io.err ? ": " + errno_text(io.err) : std::string(" (server gone?)")),
+                            (io.err ? ": " + why : std::string(" (server gone?)")),
                         -1);
       default:
-        throw PeerError("TCPStore: " + std::string(op_name(op)) + " to " + endpoint() + " failed: " + errno_text(io.err),
-                        -1);
+        throw PeerError("TCPStore: " + std::string(op_name(op)) + " to " + endpoint() + " failed: " + why, -1);
     }
   }
 
   void drop_connection() {
+    tls_.reset();
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -381,6 +403,8 @@ class TcpStoreClient final : public TCPStore {
   uint16_t port_;
   Protocol protocol_;
   std::optional<auth::Key> key_;  // set: authenticate every connection
+  std::shared_ptr<const TlsContext> tls_ctx_;  // set: KOLO_TLS=1, every connection in TLS
+  std::unique_ptr<TlsSession> tls_;            // the connection's, while it is open
   Dialect dialect_ = Dialect::kValidated;
   bool dialect_known_ = false;
   int fd_ = -1;
@@ -401,12 +425,13 @@ std::shared_ptr<TCPStore> TCPStore::create(const Options& opts) {
   std::unique_ptr<TcpStoreServerCore> server;
   std::optional<auth::Key> key;
   if (!opts.secret.empty()) key = auth::derive_key(opts.secret);
+  const auto tls = TlsContext::for_store(key.has_value(), key.value_or(auth::Key{}));
   uint16_t port = opts.port;
   if (opts.is_server) {
-    server = TcpStoreServerCore::start(opts.host, opts.port, key);
+    server = TcpStoreServerCore::start(opts.host, opts.port, key, TcpStoreServerCore::kAuthDeadline, tls);
     port = server->port();
   }
-  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, opts.protocol, key, std::move(server));
+  auto client = std::make_shared<TcpStoreClient>(opts.host, port, opts.timeout, opts.protocol, key, std::move(server), tls);
   client->join(opts.world_size, opts.is_server);
   return client;
 }
@@ -414,7 +439,8 @@ std::shared_ptr<TCPStore> TCPStore::create(const Options& opts) {
 std::unique_ptr<TCPStoreServer> TCPStoreServer::start(const std::string& host, uint16_t port, const std::string& secret) {
   std::optional<auth::Key> key;
   if (!secret.empty()) key = auth::derive_key(secret);
-  return std::make_unique<StandaloneServer>(TcpStoreServerCore::start(host, port, key));
+  return std::make_unique<StandaloneServer>(TcpStoreServerCore::start(
+      host, port, key, TcpStoreServerCore::kAuthDeadline, TlsContext::for_store(key.has_value(), key.value_or(auth::Key{}))));
 }
 
 }  // namespace kolo

@@ -22,6 +22,7 @@
 #include "kolo/error.hpp"
 #include "store/store_auth.hpp"
 #include "store/store_common.hpp"
+#include "common/tls.hpp"
 #include "store/store_socket.hpp"
 #include "store/tcp_store_state.hpp"
 #include "store/tcp_store_wire.hpp"
@@ -41,6 +42,7 @@ struct Connection {
   std::unique_ptr<auth::ServerHandshake> gate;
   Clock::time_point auth_deadline{};
   uint64_t accepted_seq = 0;  // which pending connection is the oldest
+  std::unique_ptr<TlsSession> tls;  // KOLO_TLS=1: every byte in and out through it
 };
 
 }  // namespace
@@ -59,6 +61,7 @@ struct TcpStoreServerCore::Loop {
   std::atomic<uint64_t> pending_count{0};
   std::thread thread;
   std::optional<auth::Key> key;  // set: every connection must authenticate first
+  std::shared_ptr<const TlsContext> tls;  // set: every connection in TLS
   std::chrono::milliseconds auth_deadline = TcpStoreServerCore::kAuthDeadline;
   uint64_t accepted = 0;
   // Connections still authenticating, oldest first (accept order = deadline order): the
@@ -127,6 +130,12 @@ struct TcpStoreServerCore::Loop {
           // A client may send its last requests and hang up at once (c10d's SET has no reply):
           // serve what arrived before closing.
           if (conns.count(fd)) process_input(fd);
+          // TLS: bytes that OpenSSL holds already decrypted raise no epoll event (the handshake
+          // step reads no more than it needs): serve them now. Each pass consumes, so a few do.
+          for (int pass = 0; pass < 16 && open && conns.count(fd) && conns.at(fd).tls && conns.at(fd).tls->buffered(); ++pass) {
+            open = read_available(fd);
+            if (conns.count(fd)) process_input(fd);
+          }
           if (!open && conns.count(fd)) {
             // Hanging up mid-handshake is how a client refuses a server whose proof is wrong
             // (another job's secret): worth the same warning as a refusal here.
@@ -184,6 +193,7 @@ struct TcpStoreServerCore::Loop {
       Connection& c = conns.emplace(fd, Connection{}).first->second;
       watch(fd, EPOLLIN, EPOLL_CTL_ADD);
       ++connection_count;
+      if (tls) c.tls = std::make_unique<TlsSession>(*tls, fd, false, tls_peer_name("store client", fd));
       if (key) {
         c.gate = std::make_unique<auth::ServerHandshake>(*key, auth::fresh_nonce());
         c.auth_deadline = deadline_after(auth_deadline);
@@ -196,6 +206,7 @@ struct TcpStoreServerCore::Loop {
   }
 
   void close_connection(int fd) {
+    conns.at(fd).tls.reset();
     end_pending(fd);
     state.forget(fd);
     parked_count = state.parked();
@@ -215,7 +226,7 @@ struct TcpStoreServerCore::Loop {
       // Before authentication, no more than the handshake's current step asks for: the rest
       // stays in the kernel (epoll reports it again) until the peer has proved the secret.
       const size_t limit = c.gate ? c.gate->wanted() - c.in.size() : sizeof(buf);
-      ssize_t n = ::recv(fd, buf, limit, 0);
+      ssize_t n = c.tls ? c.tls->read(buf, limit) : ::recv(fd, buf, limit, 0);
       if (n > 0) {
         c.in.insert(c.in.end(), buf, buf + n);
         if (c.gate) {
@@ -230,6 +241,7 @@ struct TcpStoreServerCore::Loop {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n < 0 && c.tls && !c.tls->error().empty()) refuse(fd, c.tls->error());  // logged with its address
       return false;
     }
   }
@@ -341,7 +353,8 @@ struct TcpStoreServerCore::Loop {
   void flush(int fd) {
     Connection& c = conns.at(fd);
     while (c.out_sent < c.out.size()) {
-      ssize_t n = ::send(fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+      iovec iov{c.out.data() + c.out_sent, c.out.size() - c.out_sent};
+      ssize_t n = c.tls ? c.tls->writev(&iov, 1) : ::send(fd, iov.iov_base, iov.iov_len, MSG_NOSIGNAL);
       if (n > 0) {
         c.out_sent += static_cast<size_t>(n);
         continue;
@@ -372,9 +385,11 @@ TcpStoreServerCore::~TcpStoreServerCore() = default;
 
 std::unique_ptr<TcpStoreServerCore> TcpStoreServerCore::start(const std::string& host, uint16_t port,
                                                               std::optional<auth::Key> key,
-                                                              std::chrono::milliseconds auth_deadline) {
+                                                              std::chrono::milliseconds auth_deadline,
+                                                              std::shared_ptr<const TlsContext> tls) {
   auto loop = std::make_unique<Loop>();
   loop->key = key;
+  loop->tls = std::move(tls);
   loop->auth_deadline = auth_deadline;
   loop->listen_fd = listen_on(host, port);
   loop->port = local_port(loop->listen_fd);

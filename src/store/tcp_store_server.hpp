@@ -16,6 +16,10 @@
 
 #include "store/store_auth.hpp"
 
+namespace kolo {
+class TlsContext;
+}
+
 namespace kolo::store_detail {
 
 class TcpStoreServerCore {
@@ -27,10 +31,13 @@ class TcpStoreServerCore {
   static constexpr std::chrono::milliseconds kAuthDeadline{10000};
   static constexpr size_t kMaxPendingAuth = 128;
 
-  // auth_deadline: kAuthDeadline but in tests.
+  // auth_deadline: kAuthDeadline but in tests. With `tls` (KOLO_TLS=1: TlsContext::for_store),
+  // every connection starts with a TLS handshake, and one that fails it (a c10d client in clear,
+  // another job's key or CA, TLS 1.2) is refused and logged with its address.
   static std::unique_ptr<TcpStoreServerCore> start(const std::string& host, uint16_t port,
                                                    std::optional<auth::Key> key = std::nullopt,
-                                                   std::chrono::milliseconds auth_deadline = kAuthDeadline);
+                                                   std::chrono::milliseconds auth_deadline = kAuthDeadline,
+                                                   std::shared_ptr<const TlsContext> tls = nullptr);
   ~TcpStoreServerCore();  // stops the thread and closes every connection
 
   uint16_t port() const;

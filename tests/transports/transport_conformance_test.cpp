@@ -9,8 +9,8 @@
 // sleeping and doorbells, slot boundaries, port selection.) A transport that does not reach a
 // peer on this machine (ibverbs without an RDMA port) is skipped, saying so. A new transport is
 // one folder (registering itself), its name in kolo_transports (meson.build), and this suite passing.
-// tcp runs it twice: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
-// each pair on its first use), and the lazy mode has its own cases at the end (what it connects,
+// tcp runs it four times: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
+// each pair on its first use), each in clear and with KOLO_TLS=1, and the lazy mode has its own cases at the end (what it connects,
 // both sides dialling at once, a peer dead before the first connect, an abort heard late).
 #include <gtest/gtest.h>
 
@@ -116,7 +116,15 @@ Tag tag(uint64_t a) {
 class TransportConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string param = GetParam();
+    std::string param = GetParam();
+    // "/tls": the same suite with KOLO_TLS=1 (pre-shared key from the secret; the devices read
+    // the environment when they connect, before any rank thread starts).
+    tls_ = param.size() > 4 && param.substr(param.size() - 4) == "/tls";
+    if (tls_) {
+      param = param.substr(0, param.size() - 4);
+      ::setenv("KOLO_TLS", "1", 1);
+      ::setenv("KOLO_SECRET", "conformance", 1);
+    }
     g_lazy = param.size() > 5 && param.substr(param.size() - 5) == "/lazy";
     g_transport = transport::find_transport(g_lazy ? param.substr(0, param.size() - 5) : param);
     ASSERT_NE(g_transport, nullptr);
@@ -125,12 +133,20 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
     if (!g_transport->reaches(make_bootstrap(*store, 0, 2, &sink), 1))
       GTEST_SKIP() << GetParam() << " does not reach a peer on this machine";
   }
+  void TearDown() override {
+    if (!tls_) return;
+    ::unsetenv("KOLO_TLS");
+    ::unsetenv("KOLO_SECRET");
+  }
+  bool tls_ = false;
 };
 
 std::vector<std::string> registered_transports() {
   std::vector<std::string> names;
   for (const auto& t : transport::all_transports()) names.push_back(t.name);
   names.push_back("tcp/lazy");  // the only transport whose connections can wait for their first use
+  names.push_back("tcp/tls");   // KOLO_TLS=1: TLS handshake at setup, records on the data path
+  names.push_back("tcp/lazy/tls");  // ... and the TLS handshake in the pair's first reads and writes
   return names;
 }
 
@@ -555,6 +571,11 @@ TEST_P(TransportConformance, FourRanksExchangingAtOnceKeepEveryPairsOrder) {
           ptrs.push_back(&reqs.back());
         }
       drive(*ranks[r]->dev, ptrs);
+      for (auto* q : ptrs)
+        if (q->state != Request::State::done) {
+          ADD_FAILURE() << "rank " << r << ": a request to or from rank " << q->peer << " failed: " << q->detail;
+          break;
+        }
       size_t k = 0;
       for (int round = 0; round < kRounds; ++round)
         for (int p = 0; p < kRanks; ++p) {
@@ -562,7 +583,7 @@ TEST_P(TransportConformance, FourRanksExchangingAtOnceKeepEveryPairsOrder) {
           const auto& got = in[k++];
           for (size_t j = 0; j < got.size(); ++j)
             if (got[j] != value(p, r, round, j)) {
-              ++bad;
+              if (bad++ == 0) ADD_FAILURE() << "rank " << r << " from " << p << " round " << round << " element " << j << " of " << got.size() << ": " << got[j] << " not " << value(p, r, round, j);
               break;
             }
         }

@@ -15,6 +15,7 @@ const char* hello_status_text(HelloStatus s) {
     case HelloStatus::bad_group: return "the connection is for another group";
     case HelloStatus::bad_rank: return "unexpected or duplicate rank";
     case HelloStatus::crossed: return "both ranks connected at once; the lower rank's connection is kept";
+    case HelloStatus::tls_mismatch: return "one side has KOLO_TLS=1 and the other not (set it on every rank)";
   }
   return "unknown";
 }

@@ -11,7 +11,9 @@ namespace kolo::transport {
 enum class HelloStatus : uint32_t { ok = 0, bad_magic = 1, bad_version = 2, bad_secret = 3, bad_group = 4, bad_rank = 5,
                                   // tcp, lazy connections: both ranks dialled at once and the acceptor's own
                                   // connection (the lower rank's) is the one kept: wait for it
-                                  crossed = 6 };
+                                  crossed = 6,
+                                  // tcp: one side has KOLO_TLS=1, the other not
+                                  tls_mismatch = 7 };
 const char* hello_status_text(HelloStatus s);
 
 // Tells groups apart in hellos and segment names (FNV-1a of the store prefix): not a secret, and

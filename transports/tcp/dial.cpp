@@ -79,7 +79,7 @@ Dial::Result Dial::finish_connect() {
     // 96 bytes into a fresh socket's empty buffer: never waits.
     transport::Bootstrap now = b_;
     now.deadline = Clock::now() + std::chrono::seconds(10);
-    challenge_ = send_hello(fd_.get(), now, peer_, peer_nonce_);
+    challenge_ = send_hello(fd_.get(), now, peer_, peer_nonce_, tls_);
   } catch (const std::exception& e) {
     return fail(Failure::peer_closed, "rank " + std::to_string(peer_) + " closed the connection during the handshake: " + e.what());
   }

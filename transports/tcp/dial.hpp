@@ -25,7 +25,8 @@ class Dial {
   enum class Result { busy, connected, crossed, failed };
 
   // `b` must outlive the dial (the device's copy of its bootstrap).
-  Dial(const transport::Bootstrap& b, int peer) : b_(b), peer_(peer) {}
+  // `tls`: the hello says KOLO_TLS=1 (the TLS handshake itself is the pair's, tcp_pair.cpp).
+  Dial(const transport::Bootstrap& b, int peer, bool tls = false) : b_(b), peer_(peer), tls_(tls) {}
 
   // Moves as far as it can without waiting; busy while it needs another call.
   Result step();
@@ -47,6 +48,7 @@ class Dial {
 
   const transport::Bootstrap& b_;
   int peer_;
+  bool tls_;
   State state_ = State::lookup;
   Clock::time_point next_lookup_{};
   std::chrono::milliseconds backoff_{1};

@@ -29,7 +29,8 @@ HelloStatus check_hello(const Hello& h, const transport::Bootstrap& b, const std
   return HelloStatus::ok;
 }
 
-transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce) {
+transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce,
+                                  bool tls) {
   using namespace transport::auth;
   Hello h{};
   h.magic = kHelloMagic;
@@ -40,6 +41,7 @@ transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int pee
   h.src_rank = b.rank;
   h.dst_rank = peer;
   h.world_size = b.size;
+  h.reserved = tls ? kHelloTls : 0;
   const Mac mac = prove(b.secret, Role::connector, binding(b, b.rank, peer), mine, peer_nonce);
   std::memcpy(h.mac, mac.data(), sizeof h.mac);
   write_all_until(fd, &h, sizeof h, b.deadline);
@@ -91,8 +93,8 @@ bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>
 }
 
 bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
-                  const transport::auth::Nonce& mine, int* peer, std::string* why) {
-  const HelloStatus st = verify_hello(h, b, want, mine);
+                  const transport::auth::Nonce& mine, int* peer, std::string* why, bool tls) {
+  const HelloStatus st = verify_hello(h, b, want, mine, tls);
   reply_hello(fd, h, b, st, mine);
   if (st != HelloStatus::ok) {
     *why = std::string(hello_status_text(st)) + (h.magic == kHelloMagic ? " (claims rank " + std::to_string(h.src_rank) + ")" : "");
@@ -103,10 +105,11 @@ bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const s
 }
 
 HelloStatus verify_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
-                         const transport::auth::Nonce& mine) {
+                         const transport::auth::Nonce& mine, bool tls) {
   using namespace transport::auth;
   const HelloStatus st = check_hello(h, b, want);
   if (st != HelloStatus::ok) return st;
+  if (((h.reserved & kHelloTls) != 0) != tls) return HelloStatus::tls_mismatch;
   Nonce theirs{};
   Mac their_mac{};
   std::memcpy(theirs.data(), h.nonce, theirs.size());

@@ -16,7 +16,10 @@ namespace kolo::tcp {
 
 // Connecting side: announces itself to `peer`, whose device published `peer_nonce`; returns the
 // challenge it sent.
-transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce);
+// `tls`: this side has KOLO_TLS=1 and starts a TLS handshake once the reply is ok (the acceptor
+// refuses a hello whose flag differs from its own setting: HelloStatus::tls_mismatch).
+transport::auth::Nonce send_hello(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& peer_nonce,
+                                  bool tls = false);
 // Connecting side: reads the acceptor's verdict and checks its proof. Throws a clear error when
 // refused, or when the acceptor cannot prove the secret.
 void expect_hello_reply(int fd, const transport::Bootstrap& b, int peer, const transport::auth::Nonce& sent,
@@ -29,14 +32,14 @@ bool accept_hello(int fd, const transport::Bootstrap& b, const std::vector<bool>
 
 // accept_hello's second half, for a hello already read (HelloInbox reads them without blocking).
 bool answer_hello(int fd, const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
-                  const transport::auth::Nonce& mine, int* peer, std::string* why);
+                  const transport::auth::Nonce& mine, int* peer, std::string* why, bool tls = false);
 
 // The two halves of answer_hello, for the lazy acceptor (tcp_device.cpp), which decides what to
 // answer an authenticated peer only once it knows who is calling (a simultaneous connect).
 // verify_hello: check_hello, then the connector's proof; ok means the caller is rank h.src_rank
 // of this group and holds the secret.
 HelloStatus verify_hello(const Hello& h, const transport::Bootstrap& b, const std::vector<bool>& want,
-                         const transport::auth::Nonce& mine);
+                         const transport::auth::Nonce& mine, bool tls = false);
 // Answers with `st` (with ok, this side's proof). Never throws: a caller that is gone hears nothing.
 void reply_hello(int fd, const Hello& h, const transport::Bootstrap& b, HelloStatus st, const transport::auth::Nonce& mine);
 // expect_hello_reply's checks of a reply already read (the lazy dialer reads it without blocking).

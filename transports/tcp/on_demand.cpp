@@ -69,7 +69,7 @@ void OnDemand::want(int peer, bool sending) {
 void OnDemand::start_dial(int peer) {
   Link& l = links_[static_cast<size_t>(peer)];
   l.state = Link::State::dialing;
-  l.mine.dial = std::make_unique<Dial>(b_, peer);
+  l.mine.dial = std::make_unique<Dial>(b_, peer, dev_->tls());
   if (l.dial_at == Clock::time_point{}) active_.push_back(peer);
   // Start at once: the lookup and the connect leave now, the answer is read by later polls.
   step(peer, l.mine, true);
@@ -136,13 +136,15 @@ bool OnDemand::step(int peer, Attempt& a, bool is_mine) {
   Fd fd = a.dial->take_fd();
   if (a.watched) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, fd.get(), nullptr);
   a.dial.reset();
-  return connected(peer, std::move(fd));
+  return connected(peer, std::move(fd), true);
 }
 
-bool OnDemand::connected(int peer, Fd fd) {
+bool OnDemand::connected(int peer, Fd fd, bool dialled) {
   Link& l = links_[static_cast<size_t>(peer)];
   l.state = Link::State::connected;
-  TcpPair* p = dev_->add_pair(peer, std::move(fd));
+  // With TLS, its handshake runs in the pair's first reads and writes: nothing here waits.
+  std::unique_ptr<TlsSession> tls = dev_->tls_session(fd.get(), peer, dialled);
+  TcpPair* p = dev_->add_pair(peer, std::move(fd), std::move(tls));
   KOLO_LOG(debug, "tcp: connected to rank " << peer << " on demand");
   l.pending->flush_into(p);
   if (abort_reason_) {
@@ -184,7 +186,7 @@ bool OnDemand::accept_hellos() {
 
 bool OnDemand::on_hello(HelloInbox::Arrival in) {
   b_.deadline = Clock::now() + HelloInbox::kHelloTimeout;  // bounds the reply's write only
-  HelloStatus st = verify_hello(in.hello, b_, reachable_, nonce_);
+  HelloStatus st = verify_hello(in.hello, b_, reachable_, nonce_, dev_->tls());
   if (st != HelloStatus::ok) {
     reply_hello(in.fd.get(), in.hello, b_, st, nonce_);
     refuse(in.from, std::string(hello_status_text(st)) +
@@ -217,7 +219,7 @@ bool OnDemand::on_hello(HelloInbox::Arrival in) {
     l.dropped = std::move(l.mine);
     l.mine = Attempt{};
   }
-  return connected(src, std::move(in.fd));
+  return connected(src, std::move(in.fd), false);
 }
 
 void OnDemand::abort(const std::string& reason) {

@@ -92,7 +92,8 @@ class OnDemand {
   bool on_hello(HelloInbox::Arrival in);
   bool step(int peer, Attempt& a, bool is_mine);
   void watch(int peer, Attempt& a);
-  bool connected(int peer, Fd fd);
+  // `dialled`: this side connected (the TLS client when KOLO_TLS=1).
+  bool connected(int peer, Fd fd, bool dialled);
   bool failed(int peer, transport::Failure why, const std::string& detail);
   void refuse(const std::string& from, const std::string& why);
 

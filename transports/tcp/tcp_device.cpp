@@ -70,14 +70,20 @@ std::unique_ptr<TcpDevice> TcpDevice::adopt(int size, transport::FailureSink* si
   return dev;
 }
 
-TcpPair* TcpDevice::add_pair(int peer, Fd fd) {
+std::unique_ptr<TlsSession> TcpDevice::tls_session(int fd, int peer, bool dialled) const {
+  if (!tls_) return nullptr;
+  set_nonblocking(fd);
+  return std::make_unique<TlsSession>(*tls_, fd, dialled, tls_peer_name("rank " + std::to_string(peer), fd));
+}
+
+TcpPair* TcpDevice::add_pair(int peer, Fd fd, std::unique_ptr<TlsSession> tls) {
   set_nonblocking(fd.get());
   tune_data_socket(fd.get(), static_cast<int>(config::get_int("KOLO_SOCKET_BUFFER_BYTES")));
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u32 = static_cast<uint32_t>(peer);
   if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
-  pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(sink_, peer, std::move(fd));
+  pairs_[static_cast<size_t>(peer)] = std::make_unique<TcpPair>(sink_, peer, std::move(fd), std::move(tls));
   live_.push_back(pairs_[static_cast<size_t>(peer)].get());
   return live_.back();
 }
@@ -89,16 +95,22 @@ std::unique_ptr<transport::Device> TcpDevice::connect(const Bootstrap& b, const 
 }
 
 std::unique_ptr<TcpDevice> TcpDevice::connect_device(const Bootstrap& b, const std::vector<int>& peers) {
+  return connect_device(b, peers, TlsSettings::from_config());
+}
+
+std::unique_ptr<TcpDevice> TcpDevice::connect_device(const Bootstrap& b, const std::vector<int>& peers, const TlsSettings& tls) {
   try {
-    return connect_or_throw(b, peers);
+    return connect_or_throw(b, peers, tls);
   } catch (const std::exception& e) {
     transport::publish_setup_failure(b, e.what());
     throw;
   }
 }
 
-std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers) {
+std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& peers, const TlsSettings& tls) {
   std::unique_ptr<TcpDevice> dev(new TcpDevice(b.size, b.failures));
+  if (tls.on) dev->tls_ = std::make_unique<TlsContext>(tls, b.secret);
+  const bool with_tls = dev->tls();
   if (b.connect_lazily) {
     // Listen and publish now; connect each peer on its first use (on_demand.hpp).
     dev->on_demand_ = std::make_unique<OnDemand>(dev.get(), b, peers, dev->epfd_.get());
@@ -133,7 +145,7 @@ std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const
       throw Error("tcp transport: malformed store entry " + key + " (mixed kolo versions?)");
     Endpoint ep = parse_endpoint(info.substr(0, hash));
     Fd fd = connect_until(ep, b.deadline);
-    auto challenge = send_hello(fd.get(), b, peer, peer_nonce);
+    auto challenge = send_hello(fd.get(), b, peer, peer_nonce, with_tls);
     outgoing.push_back(Outgoing{peer, std::move(fd), challenge, peer_nonce});
   }
   std::vector<bool> want(static_cast<size_t>(b.size), false);
@@ -170,18 +182,34 @@ std::unique_ptr<TcpDevice> TcpDevice::connect_or_throw(const Bootstrap& b, const
     }
     int peer = -1;
     std::string why;
-    if (!answer_hello(in.fd.get(), in.hello, b, want, nonce, &peer, &why)) {
+    if (!answer_hello(in.fd.get(), in.hello, b, want, nonce, &peer, &why, with_tls)) {
       refuse(in.from, why);
       continue;
     }
+    // KOLO_TLS=1: the TLS handshake too before the rank counts as connected, so that a caller
+    // that knows the secret but fails TLS (wrong certificate, TLS 1.2) leaves the rank free for
+    // the real one. It waits for the peer only once the peer reads our reply, which every rank
+    // does after its accepting (lower ranks first): no cycle of waits.
+    std::unique_ptr<TlsSession> session;
+    if (with_tls) {
+      try {
+        session = dev->tls_session(in.fd.get(), peer, false);
+        session->handshake_until(std::min(b.deadline, Clock::now() + HelloInbox::kHelloTimeout), peer);
+      } catch (const std::exception& e) {
+        refuse(in.from, e.what());
+        continue;
+      }
+    }
     want[static_cast<size_t>(peer)] = false;
     --lower;
-    dev->add_pair(peer, std::move(in.fd));
+    dev->add_pair(peer, std::move(in.fd), std::move(session));
   }
   if (refused > kLoggedRefusals) KOLO_LOG(warn, "refused " << refused << " connection(s) in all while the group formed");
   for (auto& o : outgoing) {
     expect_hello_reply(o.fd.get(), b, o.peer, o.challenge, o.peer_nonce);
-    dev->add_pair(o.peer, std::move(o.fd));
+    std::unique_ptr<TlsSession> session = dev->tls_session(o.fd.get(), o.peer, true);
+    if (session) session->handshake_until(b.deadline, o.peer);
+    dev->add_pair(o.peer, std::move(o.fd), std::move(session));
   }
   KOLO_LOG(debug, "tcp: connected to " << peers.size() << " peer(s), listening on " << self.str());
   return dev;

@@ -29,8 +29,54 @@ FrameHeader header_of(uint8_t kind, size_t bytes, const Tag& tag) {
 }
 }  // namespace
 
-TcpPair::TcpPair(transport::FailureSink* sink, int peer, Fd fd)
-    : PairBase(peer, sink), fd_(std::move(fd)), inbuf_(new char[kInbufBytes]) {}
+TcpPair::TcpPair(transport::FailureSink* sink, int peer, Fd fd, std::unique_ptr<TlsSession> tls)
+    : PairBase(peer, sink), fd_(std::move(fd)), tls_(std::move(tls)), inbuf_(new char[kInbufBytes]) {
+  if (tls_) {
+    tls_send_ = tls_recv_ = true;
+    if (!tls_->handshaking()) tls_ready(false);
+  }
+}
+
+// Called once the TLS handshake is done: a direction the kernel seals (kTLS) goes back to plain
+// sendmsg/recv. A send that met the unfinished handshake waits for no epoll event (the socket
+// never filled), so the read that finished the handshake starts it; and the next progress reads.
+void TcpPair::tls_ready(bool from_read) {
+  tls_send_ = !tls_->kernel_sends();
+  tls_recv_ = !tls_->kernel_receives();
+  // OpenSSL may hold records it read ahead during the handshake, which no epoll edge announces.
+  writable_ = readable_ = true;
+  if (from_read && !sends_.empty() && !failed_) pump_write();
+}
+
+// The callers read errno after these, as after sendmsg/recv: tls_ready() (which may send) must
+// not change it.
+ssize_t TcpPair::tls_sendv(iovec* iov, int n) {
+  const bool was = tls_->handshaking();
+  const ssize_t w = tls_->writev(iov, n);
+  if (was && !tls_->handshaking()) {
+    const int err = errno;
+    tls_ready(false);
+    errno = err;
+  }
+  return w;
+}
+
+ssize_t TcpPair::tls_recv(void* buf, size_t len) {
+  const bool was = tls_->handshaking();
+  const ssize_t r = tls_->read(buf, len);
+  if (was && !tls_->handshaking()) {
+    const int err = errno;
+    tls_ready(true);
+    errno = err;
+  }
+  return r;
+}
+
+std::string TcpPair::io_error(int err) const {
+  // A TLS failure (handshake, tampered or cut record) says what and names the address.
+  if (tls_ && !tls_->error().empty()) return tls_->error();
+  return errno_text(err);
+}
 
 TcpPair::~TcpPair() = default;
 
@@ -61,7 +107,10 @@ void TcpPair::mark(bool readable, bool writable, bool hangup) {
 }
 
 bool TcpPair::progress() {
-  if (failed_ || gone_) return false;
+  if (failed_ || gone_) {
+    if (!notice_after_handshake_.empty()) [[unlikely]] finish_abort_notice();
+    return false;
+  }
   bool moved = false;
   if (writable_ && !sends_.empty()) moved |= pump_write();
   if (readable_ && !failed_) moved |= pump_read();
@@ -94,7 +143,7 @@ bool TcpPair::pump_write() {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(n);
-    ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = tls_send_ ? tls_sendv(iov, n) : ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -106,7 +155,7 @@ bool TcpPair::pump_write() {
         if (!failed_) fail(Failure::peer_closed, "connection to " + who() + " was closed while sending to it");
         return true;
       }
-      return fail(Failure::io_error, "send to " + who() + ": " + errno_text(errno));
+      return fail(Failure::io_error, "send to " + who() + ": " + io_error(errno));
     }
     op.done += static_cast<size_t>(w);
     if (op.req) op.req->transferred = op.done > hdr_bytes ? op.done - hdr_bytes : 0;
@@ -128,7 +177,7 @@ size_t TcpPair::fill_inbuf() {
   size_t room = kInbufBytes - in_end_;
   if (room == 0) return 0;
   for (;;) {
-    ssize_t r = ::recv(fd_.get(), inbuf_.get() + in_end_, room, MSG_DONTWAIT);
+    ssize_t r = tls_recv_ ? tls_recv(inbuf_.get() + in_end_, room) : ::recv(fd_.get(), inbuf_.get() + in_end_, room, MSG_DONTWAIT);
     if (r > 0) {
       in_end_ += static_cast<size_t>(r);
       // A short read drained the socket: the next byte to arrive raises a new edge-triggered
@@ -150,7 +199,7 @@ size_t TcpPair::fill_inbuf() {
       eof_ = true;
       return 0;
     }
-    fail(Failure::io_error, "recv from " + who() + ": " + errno_text(errno));
+    fail(Failure::io_error, "recv from " + who() + ": " + io_error(errno));
     return 0;
   }
 }
@@ -190,7 +239,7 @@ bool TcpPair::pump_read() {
       left_ -= take;
     } else if (left_ >= kDirectReadBytes && rstate_ == ReadState::payload) {
       if (!readable_) return moved;
-      ssize_t r = ::recv(fd_.get(), dst_, left_, MSG_DONTWAIT);
+      ssize_t r = tls_recv_ ? tls_recv(dst_, left_) : ::recv(fd_.get(), dst_, left_, MSG_DONTWAIT);
       if (r > 0) {
         if (static_cast<size_t>(r) < left_ && !in_hangup_) readable_ = false;  // drained (fill_inbuf)
         dst_ += r;
@@ -203,7 +252,7 @@ bool TcpPair::pump_read() {
         readable_ = false;
         return moved;
       } else if (errno != EINTR) {
-        return fail(Failure::io_error, "recv from " + who() + ": " + errno_text(errno));
+        return fail(Failure::io_error, "recv from " + who() + ": " + io_error(errno));
       }
     } else if (left_ > 0) {
       if (!readable_ || fill_inbuf() == 0) {
@@ -307,6 +356,8 @@ void TcpPair::fail_held(Failure, const std::string&) {
 }
 
 bool TcpPair::discard_until_eof() {
+  // The TLS handshake's bytes are not to be dropped while an abort notice waits for it.
+  if (!notice_after_handshake_.empty() && !finish_abort_notice()) return false;
   char sink[16384];
   for (;;) {
     ssize_t r = ::recv(fd_.get(), sink, sizeof sink, MSG_DONTWAIT);
@@ -333,9 +384,35 @@ void TcpPair::send_abort_notice(const std::string& reason) {
   msg.msg_iov = iov;
   msg.msg_iovlen = 2;
   // Best effort and non-blocking: the notice is tiny, so it fits unless the peer stopped reading.
+  // Over TLS it is one record, unless a record is half sent. A connection made after the abort
+  // (lazily) may still be in its TLS handshake: the notice then waits for it, which the device's
+  // polls finish (finish_abort_notice), so that the peer learns why instead of seeing a close.
+  if (tls_ && tls_->handshaking()) {
+    notice_after_handshake_ = reason;
+    return;
+  }
+  if (tls_send_) {
+    if (!tls_->write_pending()) (void)tls_->writev(iov, 2);
+    return;
+  }
   (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void TcpPair::after_abort() { ::shutdown(fd_.get(), SHUT_WR); }
+void TcpPair::after_abort() {
+  if (notice_after_handshake_.empty()) ::shutdown(fd_.get(), SHUT_WR);
+}
+
+bool TcpPair::finish_abort_notice() {
+  const TlsSession::Step s = tls_->handshake();
+  if (s == TlsSession::Step::want_read || s == TlsSession::Step::want_write) return false;
+  const std::string reason = std::move(notice_after_handshake_);
+  notice_after_handshake_.clear();
+  if (s == TlsSession::Step::done) {
+    tls_ready(false);
+    send_abort_notice(reason);
+  }
+  ::shutdown(fd_.get(), SHUT_WR);
+  return true;
+}
 
 }  // namespace kolo::tcp

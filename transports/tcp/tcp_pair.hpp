@@ -8,13 +8,16 @@
 
 #include "transports/pair_base.hpp"
 #include "transports/tcp/socket.hpp"
+#include "common/tls.hpp"
 #include "transports/tcp/wire.hpp"
 
 namespace kolo::tcp {
 
 class TcpPair final : public transport::PairBase {
  public:
-  TcpPair(transport::FailureSink* sink, int peer, Fd fd);
+  // With `tls` (KOLO_TLS=1), frames travel in its records; its handshake may still be under way
+  // (lazy connections), and is then finished by this pair's first reads and writes.
+  TcpPair(transport::FailureSink* sink, int peer, Fd fd, std::unique_ptr<TlsSession> tls = nullptr);
   ~TcpPair() override;
 
   int fd() const { return fd_.get(); }
@@ -60,8 +63,21 @@ class TcpPair final : public transport::PairBase {
   bool match_parked();           // a data header waits for a receive
   size_t fill_inbuf();           // returns bytes read (0: EAGAIN or EOF, see eof_)
   void handle_hangup();
+  // The TLS branch of the send and receive calls (tls_send_/tls_recv_: user-space records).
+  ssize_t tls_sendv(iovec* iov, int n);
+  ssize_t tls_recv(void* buf, size_t len);
+  void tls_ready(bool from_read);
+  // An abort notice that waits for the TLS handshake (see send_abort_notice): advances the
+  // handshake; true once the notice went (or cannot go) and the write side is shut.
+  bool finish_abort_notice();
+  std::string io_error(int err) const;
 
   Fd fd_;
+  // Null without TLS. The data path tests one flag per system call: without TLS, or with kTLS
+  // for that direction, it is false and the plain sendmsg/recv run.
+  std::unique_ptr<TlsSession> tls_;
+  bool tls_send_ = false, tls_recv_ = false;
+  std::string notice_after_handshake_;
 
   // Reader state.
   std::unique_ptr<char[]> inbuf_;

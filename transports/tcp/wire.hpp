@@ -19,9 +19,12 @@ struct Hello {
   int32_t src_rank;
   int32_t dst_rank;
   int32_t world_size;
-  int32_t reserved;
+  int32_t reserved;      // flags: kHelloTls
   uint8_t mac[32];       // connector's proof over its nonce and the acceptor's published one
 };
+
+// Hello::reserved: the connector has KOLO_TLS=1 and starts a TLS handshake after an ok reply.
+constexpr int32_t kHelloTls = 1;
 
 using transport::HelloStatus;  // transports/common/setup_text.hpp
 using transport::hello_status_text;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# What TLS (KOLO_TLS=1) costs the TCP transport, measured in one run: kolo-perf all-reduce over
+# TCP in clear and with TLS (interleaved, per rank count), against what AES-256-GCM alone allows
+# on this machine (`openssl speed -evp aes-256-gcm`, 16 KiB blocks = one TLS record, encrypt and
+# decrypt, timed in the same run), and plain Gloo's ring all-reduce over TCP (Debian's Gloo has
+# no TCP_TLS transport to compare with; kolo-perf-gloo, when built).
+#
+# The bound: a ring all-reduce of S bytes sends and receives 2(n-1)/n S per rank, so the n ranks
+# encrypt and decrypt 4(n-1)S in all; with c cores (at most n busy) that takes at least
+# 2(n-1)S/c * (1/E + 1/D) seconds (E, D: encrypt and decrypt rates of one core), and busbw
+# (S/t * 2(n-1)/n) is then at most c / (n * (1/E + 1/D)): 1/(1/E + 1/D) for 2 ranks on 2 cores.
+#
+# Usage: scripts/bench/tls_cost.sh [ranks...]   (default: 2 4; BUILD=build, MAX=256M, ITERS, REPS=3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+MAX=${MAX:-256M}
+ITERS=${ITERS:-}  # default: 50 iterations up to 1 MiB, 10 up to 16 MiB, 3 above
+REPS=${REPS:-3}
+[ $# -eq 0 ] && set -- 2 4
+RANKS=("$@")
+CORES=$(nproc)
+MAX_BYTES=$(numfmt --from=iec "$MAX")
+export KOLO_TRANSPORT=tcp KOLO_SECRET=${KOLO_SECRET:-tls-cost-bench}
+
+speed() {  # bytes/s of one core at 16 KiB blocks, $1: "" or -decrypt
+  openssl speed -seconds 3 -bytes 16384 -evp aes-256-gcm $1 2>/dev/null |
+    awk '/^aes-256-gcm|^AES-256-GCM/ {v=$NF; sub(/k$/, "", v); print v * 1000}'
+}
+
+perf() {  # $1 ranks, $2 size, $3 KOLO_TLS, $4 program (default kolo-perf), more flags: "size µs busbw #wrong"
+  # (out of place), the fastest of REPS launches: on a shared machine the others' load only adds.
+  local n=$1 size=$2 tls=$3 prog=${4:-$BUILD/bench/perf/kolo-perf}
+  shift 4
+  local iters=${ITERS:-$(( size <= 1048576 ? 50 : size <= 16777216 ? 10 : 3 ))}
+  for ((rep = 0; rep < REPS; ++rep)); do
+    KOLO_TLS=$tls "$BUILD/tools/kolorun/kolorun" -n "$n" "$prog" allreduce -b "$size" -e "$size" \
+      -n "$iters" -w 1 -c 1 "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8, $9}'
+  done | sort -k2,2g | head -1
+}
+GLOO=$BUILD/bench/peers/kolo-perf-gloo
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $CORES cores, $(uname -r), $(openssl version)"
+E=$(speed "")
+D=$(speed -decrypt)
+echo "# openssl speed -evp aes-256-gcm, 16 KiB blocks, one core: encrypt $(awk -v v="$E" 'BEGIN{printf "%.2f", v/1e9}') GB/s, decrypt $(awk -v v="$D" 'BEGIN{printf "%.2f", v/1e9}') GB/s"
+for n in "${RANKS[@]}"; do
+  c=$(( n < CORES ? n : CORES ))
+  bound=$(awk -v e="$E" -v d="$D" -v c="$c" -v n="$n" 'BEGIN{printf "%.4f", c / (n * (1/e + 1/d)) / 1e9}')
+  plain="" tls="" gloo=""
+  # Size by size, the three back to back: load that comes and goes on a shared machine then
+  # hits all three alike.
+  for ((size = 8; size <= MAX_BYTES; size *= 4)); do
+    plain+="$(perf "$n" "$size" 0 "")"$'\n'
+    tls+="$(perf "$n" "$size" 1 "")"$'\n'
+    if [ -x "$GLOO" ]; then gloo+="$(perf "$n" "$size" 0 "$GLOO" --algo ring)"$'\n'; else gloo+="$size 0 0 -"$'\n'; fi
+  done
+  plain=${plain%$'\n'} tls=${tls%$'\n'} gloo=${gloo%$'\n'}
+  echo
+  echo "## $n ranks: AES-GCM bound on busbw $bound GB/s ($c cores)"
+  echo "| size (B) | clear µs | TLS µs | Gloo ring (clear) µs | TLS time / clear | TLS busbw GB/s | TLS busbw / AES-GCM bound | #wrong (clear, TLS, Gloo) |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  paste <(echo "$plain") <(echo "$tls") <(echo "$gloo") | awk -v b="$bound" '{
+    printf "| %s | %.1f | %.1f | %.1f | %.2f | %.3f | %.2f | %s, %s, %s |\n", $1, $2, $6, $10, ($2 > 0 ? $6 / $2 : 0), $7, $7 / b, $4, $8, $12 }'
+done
