@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "errors.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo_torch {
@@ -71,7 +72,7 @@ struct KoloWork::State {
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (!error && part_error) error = part_error;
+      if (!error && part_error) error = for_torch(part_error);  // "Timed out" as c10d says it
       if (--remaining > 0) return;
       fn = std::move(finish);
 #ifdef KOLO_TORCH_CUDA
@@ -241,7 +242,7 @@ bool KoloWork::wait(std::chrono::milliseconds timeout) {
       p->wait(left);
     } catch (const kolo::TimeoutError&) {
       if (p->is_completed()) continue;  // the operation's own error is reported below
-      throw;
+      std::rethrow_exception(for_torch(std::current_exception()));  // the caller's wait ran out
     } catch (...) {
       // The part's error; rethrown below once the finish step and future are settled.
     }
