@@ -10,7 +10,12 @@ same ranks, and each check runs on a DeviceMesh over either, in the same process
 It also counts the torch.distributed calls FSDP2 makes (wrapping the module functions it calls),
 to show which collectives and reduce ops the proof covers. Writes to <out_dir>/<rank>.json:
 {"losses": {"kolo": [...], "gloo": [...]}, "dtensor": {"kolo": [failures], "gloo": [...]},
- "calls": {name: count}, "reduce_ops": [...]}."""
+ "coalesced": [kolo failures], "calls": {name: count}, "reduce_ops": [...]}.
+
+- The coalesced forms, AVG, PREMUL_SUM and all_to_all_single directly (coalesced_failures), on
+  kolo only (gloo has no PREMUL_SUM), against references: FSDP2 on a CPU mesh reaches the
+  single-tensor forms with AVG, and DTensor on a CPU mesh turns shard-to-shard into an
+  all-gather (torch: "CPU process group does not support alltoall yet")."""
 import collections
 import datetime
 import json
@@ -36,8 +41,10 @@ def fsdp_api():
     return fully_shard, MixedPrecisionPolicy
 
 
-def count_calls(calls, reduce_ops):
-    """Wraps the torch.distributed functions FSDP2 and DTensor reach, to count them."""
+def count_calls(calls, reduce_ops, gloo):
+    """Wraps the torch.distributed functions FSDP2 and DTensor reach, to count them. On `gloo`,
+    an all-gather of 16-bit floats moves their bytes as uint8: Debian's torch 2.x
+    gloo refuses bfloat16, float16 and int16 ("Invalid scalar type"); kolo moves any dtype."""
     for name in ("all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_single", "reduce_scatter_single",
                  "all_reduce", "all_to_all_single"):
         fn = getattr(dist, name, None)
@@ -49,7 +56,14 @@ def count_calls(calls, reduce_ops):
             op = kw.get("op")
             if op is not None:
                 reduce_ops.add(str(op))
-            return _fn(*a, **kw)
+            if (_name in ("all_gather_single", "all_gather_into_tensor") and kw.get("group") is gloo
+                    and a[0].dtype in (torch.bfloat16, torch.float16)):
+                a = (a[0].view(torch.uint8), a[1].view(torch.uint8)) + tuple(a[2:])
+            try:
+                return _fn(*a, **kw)
+            except RuntimeError as e:
+                raise RuntimeError("%s on %s, dtypes %s: %s" % (_name, dist.get_backend(kw.get("group")),
+                                   [t.dtype for t in a[:2] if isinstance(t, torch.Tensor)], e)) from e
         setattr(dist, name, wrapped)
 
 
@@ -120,6 +134,53 @@ def dtensor_failures(mesh):
     return failures
 
 
+def coalesced_failures(group):
+    """What FSDP2 and DTensor may call beyond the above, each checked against a reference built
+    from every rank's input: all_gather_into_tensor and reduce_scatter_tensor coalesced (torch's
+    _coalescing_manager: the backend's allgather_into_tensor_coalesced and
+    reduce_scatter_tensor_coalesced) with SUM, AVG and PREMUL_SUM, mixed dtypes (float32,
+    bfloat16, int64) in one list, and all_to_all_single with uneven splits."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    failures = []
+
+    def inp(r, n, dtype, salt):
+        return ((torch.arange(n) * 3 + r * 7 + salt) % 5).to(dtype)
+
+    specs = [(5, torch.float32), (3, torch.bfloat16), (4, torch.int64)]
+    outs = [torch.zeros(n * world, dtype=dt) for n, dt in specs]
+    with dist._coalescing_manager(group=group, async_ops=True) as cm:
+        for i, (n, dt) in enumerate(specs):
+            dist.all_gather_into_tensor(outs[i], inp(rank, n, dt, i), group=group)
+    cm.wait()
+    for i, (n, dt) in enumerate(specs):
+        want = torch.cat([inp(r, n, dt, i) for r in range(world)])
+        if not torch.equal(outs[i], want):
+            failures.append("rank %d all_gather_into_tensor coalesced %s: %s want %s" % (rank, dt, outs[i], want))
+    for opname, op, scale in (("sum", dist.ReduceOp.SUM, 1.0), ("avg", dist.ReduceOp.AVG, 1.0 / world),
+                              ("premul_sum(0.5)", dist._make_nccl_premul_sum(0.5), 0.5)):
+        fspecs = [(5, torch.float32), (3, torch.bfloat16)]
+        outs = [torch.zeros(n, dtype=dt) for n, dt in fspecs]
+        with dist._coalescing_manager(group=group, async_ops=True) as cm:
+            for i, (n, dt) in enumerate(fspecs):
+                dist.reduce_scatter_tensor(outs[i], inp(rank, n * world, dt, 10 + i), op=op, group=group)
+        cm.wait()
+        for i, (n, dt) in enumerate(fspecs):
+            total = sum(inp(r, n * world, dt, 10 + i).double() for r in range(world))
+            want = (total * scale)[rank * n: (rank + 1) * n]
+            if not torch.allclose(outs[i].double(), want, rtol=1e-2, atol=1e-2):
+                failures.append("rank %d reduce_scatter_tensor coalesced %s %s: %s want %s"
+                                % (rank, opname, dt, outs[i], want))
+    rows = lambda a, b: (a + 2 * b) % 3 + 1  # noqa: E731  rows rank a sends rank b
+    x = torch.cat([torch.full((rows(rank, j), 2), float(rank * 10 + j)) for j in range(world)])
+    out = torch.zeros(sum(rows(j, rank) for j in range(world)), 2)
+    dist.all_to_all_single(out, x, [rows(j, rank) for j in range(world)], [rows(rank, j) for j in range(world)],
+                           group=group)
+    want = torch.cat([torch.full((rows(j, rank), 2), float(j * 10 + rank)) for j in range(world)])
+    if not torch.equal(out, want):
+        failures.append("rank %d all_to_all_single uneven: %s want %s" % (rank, out, want))
+    return failures
+
+
 def main(rank, size, init_method, out_dir):
     import kolo_torch  # noqa: F401
     from torch.distributed.device_mesh import DeviceMesh
@@ -132,8 +193,8 @@ def main(rank, size, init_method, out_dir):
     groups = {"kolo": dist.group.WORLD, "gloo": gloo}
     data = torch.frombuffer(bytearray(open(train.__file__, "rb").read() * 4), dtype=torch.uint8).long()
     calls, reduce_ops = collections.Counter(), set()
-    count_calls(calls, reduce_ops)
-    out = {"losses": {}, "dtensor": {}}
+    count_calls(calls, reduce_ops, gloo)
+    out = {"losses": {}, "dtensor": {}, "coalesced": coalesced_failures(dist.group.WORLD)}
     for name in ("kolo", "gloo"):
         out["losses"][name] = fsdp_losses(meshes[name], groups[name], variant, data)
         out["dtensor"][name] = dtensor_failures(meshes[name])
