@@ -3,8 +3,9 @@
 // (sparse_coo_tensor(rank 0's) += each other rank's), so kolo and gloo give the same tensor.
 // DDP relies on it for nn.Embedding(sparse=True) gradients.
 //
-// It runs at issue, on the calling thread: three kolo all-gathers, each waited for before the
-// next (the sizes of the second and third come from the first). The Work returned is complete.
+// It runs at issue, on the calling thread: up to three kolo all-gathers (one when no rank has
+// entries), each waited for before the next (the sizes of the second and third come from the
+// first). The Work returned is complete.
 #pragma once
 #include <ATen/ATen.h>
 
