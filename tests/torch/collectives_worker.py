@@ -379,6 +379,108 @@ def subgroups(c):
     c.failures += sub.failures
 
 
+def sparse(c):
+    """all_reduce of sparse COO tensors (SUM, as gloo supports it): overlapping and disjoint
+    indices, a dense dimension, a rank with no entries; compared with the dense sum and with
+    gloo's result (its values, indices and sizes once coalesced)."""
+    rank, size = c.rank, c.size
+
+    def make_sparse(r, case):
+        if case == "empty" and r == 0:
+            return torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(0, 3), (10, 3))
+        rows = torch.tensor([[(r * 3 + k * 2) % 10 for k in range(r + 2)]])  # repeats across ranks
+        vals = torch.arange((r + 2) * 3, dtype=torch.float32).view(-1, 3) + r
+        return torch.sparse_coo_tensor(rows, vals, (10, 3))
+
+    for case in ("overlap", "empty"):
+        def ar(g, case=case):
+            x = make_sparse(rank, case)
+            dist.all_reduce(x, group=g)
+            assert x.is_sparse
+            x = x.coalesce()
+            return [x.indices(), x.values()]
+
+        def ref(case=case):
+            want = functools.reduce(torch.add, [make_sparse(r, case).to_dense() for r in range(size)])
+            s = want.to_sparse(1).coalesce()
+            return [s.indices(), s.values()]
+        c.run("sparse all_reduce " + case, ar, ref)
+    c.checks += 1
+    try:
+        dist.all_reduce(make_sparse(rank, "overlap"), op=R.MAX, group=c.kolo)
+        c.failures.append("rank %d sparse all_reduce MAX: no error" % rank)
+    except RuntimeError as e:
+        if "kolo" not in str(e):
+            c.failures.append("rank %d sparse all_reduce MAX: error not from kolo: %s" % (rank, e))
+
+
+def objects(c):
+    """The object collectives (pickled through tensors by torch) on kolo and on gloo: each result
+    compared with the reference and with gloo's."""
+    rank, size = c.rank, c.size
+
+    def obj(r):
+        return {"rank": r, "name": "r" * (r + 1), "list": list(range(r * 5)), "t": (r, 1.5 * r)}
+
+    def run(name, fn, ref):
+        for backend, g in (("kolo", c.kolo), ("gloo", c.gloo)):
+            c.checks += 1
+            try:
+                got = fn(g)
+            except Exception as e:  # noqa: BLE001
+                c.failures.append("rank %d %s on %s raised %s" % (rank, name, backend, e))
+                continue
+            if got != ref():
+                c.failures.append("rank %d %s on %s: got %r want %r" % (rank, name, backend, got, ref()))
+
+    root = size - 1
+
+    def bol(g):
+        objs = [obj(root), "x" * 1000, None] if rank == root else [None, None, None]
+        dist.broadcast_object_list(objs, src=root, group=g)
+        return objs
+    run("broadcast_object_list", bol, lambda: [obj(root), "x" * 1000, None])
+
+    def ago(g):
+        out = [None] * size
+        dist.all_gather_object(out, obj(rank), group=g)
+        return out
+    run("all_gather_object", ago, lambda: [obj(r) for r in range(size)])
+
+    def gao(g):
+        out = [None] * size if rank == 0 else None
+        dist.gather_object(obj(rank), out, dst=0, group=g)
+        return out
+    run("gather_object", gao, lambda: [obj(r) for r in range(size)] if rank == 0 else None)
+
+    def sol(g):
+        out = [None]
+        dist.scatter_object_list(out, [obj(10 + r) for r in range(size)] if rank == root else None, src=root, group=g)
+        return out
+    run("scatter_object_list", sol, lambda: [obj(10 + rank)])
+
+
+def names(c):
+    """The backend's name wherever torch shows it. torch 1.13: the group is kolo's own object, so
+    every place says "kolo", DDP's logging data included. torch 2.x: the group is torch's
+    ProcessGroup, which names any plugin "custom" (ProcessGroup::getBackendName() returns its
+    BackendType's name, and a plugin gets BackendType.CUSTOM: nothing a plugin can change), while
+    dist.get_backend() and the per-device backend object say "kolo"."""
+    import torch.nn as nn
+    torch2 = hasattr(c.kolo, "_get_backend")
+    shown = {"dist.get_backend": dist.get_backend(c.kolo), "group.name": c.kolo.name()}
+    if torch2:
+        shown["backend.name"] = c.kolo._get_backend(torch.device("cpu")).name()
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(2, 2), process_group=c.kolo)
+    shown["ddp logging backend_name"] = ddp._get_ddp_logging_data().get("backend_name")
+    want = {k: "kolo" for k in shown}
+    if torch2:
+        want["group.name"] = want["ddp logging backend_name"] = "custom"
+    c.checks += 1
+    if shown != want:
+        c.failures.append("rank %d backend names: %s, expected %s" % (c.rank, shown, want))
+
+
 def main(rank, size, init_method, out_dir):
     import kolo_torch  # noqa: F401
     if init_method == "env://":
@@ -389,6 +491,9 @@ def main(rank, size, init_method, out_dir):
     c = Checker(rank, size, dist.group.WORLD, dist.new_group(backend="gloo"))
     try:
         matrix(c)
+        sparse(c)
+        objects(c)
+        names(c)
         subgroups(c)
         any_source(c)
     except Exception:  # noqa: BLE001

@@ -60,6 +60,23 @@ def test_variants_differ(variant_losses):
     assert k["plain"] != k["no_sync"] and k["plain"] != k["fp16_hook"] and k["fp16_hook"] != k["bf16_hook"]
 
 
+def test_sparse_embedding_same_as_gloo(tmp_path):
+    # nn.Embedding(sparse=True): DDP all-reduces its sparse gradient (kolo's sparse all_reduce);
+    # the same losses and trained weights as over gloo, and every rank agrees.
+    res = {}
+    for backend in ("kolo", "gloo"):
+        path = str(tmp_path / (backend + ".json"))
+        torchrun([os.path.join(HERE, "ddp_sparse.py"), backend, path])
+        with open(path) as f:
+            res[backend] = json.load(f)
+    k, g = res["kolo"], res["gloo"]
+    assert k["ranks_agree"] and g["ranks_agree"]
+    for step, (a, b) in enumerate(zip(k["losses"], g["losses"])):
+        assert abs(a - b) <= 1e-6, "step %d: kolo loss %.9f, gloo loss %.9f" % (step, a, b)
+    assert max(abs(a - b) for a, b in zip(k["weights"], g["weights"])) <= 1e-6
+    assert k["losses"][-1] < k["losses"][0], k["losses"]
+
+
 def test_example_command_line():
     # The example as a user launches it: per-step lines and the final summary, kolo and gloo alike.
     lines = {}

@@ -10,7 +10,10 @@
 
 #include <c10/util/Exception.h>
 
+#include "errors.hpp"
+#include "monitored_barrier.hpp"
 #include "shared_world.hpp"
+#include "sparse.hpp"
 #include "store_adapter.hpp"
 #include "tensors.hpp"
 #include "work.hpp"
@@ -78,6 +81,7 @@ std::vector<size_t> displs_of(const std::vector<size_t>& counts) {
 ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout, int world_rank)
     : BackendBase(rank, size) {
+  timeout_ = timeout;
   auto base = adapt_store(store);
   base->set_timeout(timeout);
   // A subgroup (made while a default group exists) runs on the world's connections when
@@ -116,6 +120,7 @@ WorkRef ProcessGroupKolo::broadcast(std::vector<at::Tensor>& tensors, const c10d
 
 WorkRef ProcessGroupKolo::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const auto& t = single(tensors, "all_reduce");
+  if (t.is_sparse()) return allreduce_sparse(tensors, opts);
   const OpDevice dev = op_device({t}, "all_reduce");
   kolo::AllreduceOptions o;
   o.op = reduce_op(opts.reduceOp, "all_reduce");
@@ -125,6 +130,16 @@ WorkRef ProcessGroupKolo::allreduce(std::vector<at::Tensor>& tensors, const c10d
   on_stream(o, dev);
   auto w = pg_->allreduce(reduce_buffer(s.flat, "all_reduce"), o);
   return KoloWork::start(rank_, OpType::ALLREDUCE, {w}, tensors, s.finish(), {s.flat}, dev);
+}
+
+WorkRef ProcessGroupKolo::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const auto& t = single(tensors, "all_reduce");
+  TORCH_CHECK(t.layout() == at::kSparse && t.device().is_cpu(),
+              "kolo: all_reduce of a sparse tensor takes a sparse COO tensor on the CPU");
+  TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, "kolo: all_reduce of a sparse tensor: only SUM (as gloo)");
+  at::Tensor sum = sparse_allreduce(*pg_, t, op_timeout(opts.timeout));
+  tensors[0].copy_(sum);  // as gloo: the user's tensor becomes the sum (future's value too)
+  return KoloWork::start(rank_, OpType::ALLREDUCE, {}, tensors);
 }
 
 WorkRef ProcessGroupKolo::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -406,6 +421,12 @@ WorkRef ProcessGroupKolo::barrier(const c10d::BarrierOptions& opts) {
   kolo::BarrierOptions o;
   o.timeout = op_timeout(opts.timeout);
   return KoloWork::start(rank_, OpType::BARRIER, {pg_->barrier(o)}, {});
+}
+
+void ProcessGroupKolo::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  // On the point-to-point group: rank 0 hears from every rank by itself, so it can tell who
+  // did not arrive (a collective barrier only knows that it timed out).
+  monitored_barrier(*p2p_, barrier_tensors_, opts.timeout.count() > 0 ? opts.timeout : timeout_, wait_all_ranks);
 }
 
 WorkRef ProcessGroupKolo::send(std::vector<at::Tensor>& tensors, int dst, int tag) {

@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "kolo/process_group.hpp"
+#include "monitored_barrier.hpp"
 
 namespace kolo_torch {
 
@@ -41,6 +42,13 @@ class ProcessGroupKolo : public BackendBase {
 
   WorkRef broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts = {}) override;
   WorkRef allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts = {}) override;
+  // A sparse COO tensor (allreduce hands it here too, as torch 1.13 and 2.x's CPU dispatch
+  // call allreduce for it): SUM only, as gloo; runs at issue (sparse.hpp).
+  WorkRef allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts = {})
+#if TORCH_VERSION_MAJOR >= 2
+      override
+#endif
+      ;
   WorkRef allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts = {}) override;
   WorkRef reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts = {}) override;
@@ -62,6 +70,10 @@ class ProcessGroupKolo : public BackendBase {
   WorkRef alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts = {}) override;
   WorkRef barrier(const c10d::BarrierOptions& opts = {}) override;
+  // dist.monitored_barrier (torch 2.x: any backend with a CPU device; torch 1.13's Python
+  // refuses every backend but gloo, there call group.monitored_barrier(timeout)): rank 0
+  // raises naming the first rank (every rank: wait_all_ranks) that did not arrive in time.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks = false) override;
   WorkRef send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   WorkRef recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   WorkRef recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
@@ -77,6 +89,8 @@ class ProcessGroupKolo : public BackendBase {
   // (kolo posts sends and receives at once, in the background; they never wait for each other).
   kolo::ProcessGroup& lane(int, int) const { return *p2p_; }
 
+  std::chrono::milliseconds timeout_;        // the group's (monitored barrier's default)
+  MonitoredBarrierState barrier_tensors_;    // what a monitored barrier left posted
   std::shared_ptr<kolo::ProcessGroup> pg_;   // collectives
   std::shared_ptr<kolo::ProcessGroup> p2p_;  // send, recv, recv from any source
 };

@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "errors.hpp"
 #include "kolo/error.hpp"
 
 namespace kolo_torch {
@@ -55,7 +56,28 @@ struct KoloWork::State {
   std::function<void()> finish;
   std::vector<at::Tensor> outputs;
   std::vector<at::Tensor> keep;
+  // Made by getFuture() (or at issue for a CUDA operation): a blocking dist.all_reduce never
+  // asks for it, and making and completing one per call is a good part of kolo_torch's own cost
+  // per call. Whichever of part_done() and getFuture() finds the other done completes it.
   c10::intrusive_ptr<c10::ivalue::Future> future;
+
+  // The future's value type, made once (ListType::create allocates and hashes).
+  static const c10::TypePtr& tensor_list() {
+    static const c10::TypePtr t = c10::ListType::create(c10::TensorType::get());
+    return t;
+  }
+
+  // Completes `f` with this operation's result (its error, or `outputs`).
+  void complete(const c10::intrusive_ptr<c10::ivalue::Future>& f, const std::exception_ptr& err) {
+    try {
+      if (err)
+        f->setError(err);
+      else
+        f->markCompleted(c10::IValue(outputs));
+    } catch (...) {  // e.g. refused by the future
+      f->setErrorIfNeeded(std::current_exception());
+    }
+  }
 
 #ifdef KOLO_TORCH_CUDA
   std::unique_ptr<CudaSide> cuda;  // set for an operation on CUDA tensors
@@ -71,7 +93,7 @@ struct KoloWork::State {
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (!error && part_error) error = part_error;
+      if (!error && part_error) error = for_torch(part_error);  // "Timed out" as c10d says it
       if (--remaining > 0) return;
       fn = std::move(finish);
 #ifdef KOLO_TORCH_CUDA
@@ -99,23 +121,18 @@ struct KoloWork::State {
         err = std::current_exception();
       }
     }
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
     {
       std::lock_guard<std::mutex> lk(mu);
       error = err;
       done = true;
       keep.clear();
+      fut = future;  // null: getFuture() completes the one it makes
     }
     fn = nullptr;
     cv.notify_all();
     // Outside the lock: the future's callbacks (Python then()) run here.
-    try {
-      if (err)
-        future->setError(err);
-      else
-        future->markCompleted(c10::IValue(outputs));
-    } catch (...) {  // e.g. refused by the future
-      future->setErrorIfNeeded(std::current_exception());
-    }
+    if (fut) complete(fut, err);
   }
 };
 
@@ -139,9 +156,9 @@ c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::v
 #else
   TORCH_CHECK(!device.cuda, "kolo: this kolo_torch was built without CUDA");
 #endif
-  st->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                        std::move(future_devices));
-  auto work = c10::make_intrusive<KoloWork>(rank, type, parts, st);
+  if (!future_devices.empty())
+    st->future = c10::make_intrusive<c10::ivalue::Future>(State::tensor_list(), std::move(future_devices));
+  auto work = c10::make_intrusive<KoloWork>(rank, type, std::move(parts), st);
 #ifdef KOLO_TORCH_CUDA
   if (st->cuda) {
     // The whole GPU side, now, on this thread (as ProcessGroupNCCL does): the side stream waits
@@ -150,7 +167,7 @@ c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::v
     // after the result on the GPU. Errors surface at wait(), synchronize() and the next call.
     CudaSide& cu = *st->cuda;
     c10::cuda::CUDAGuard guard(cu.index);
-    for (auto& p : parts) p->wait_stream(cu.side.stream());
+    for (auto& p : work->parts_) p->wait_stream(cu.side.stream());
     c10::cuda::CUDAStreamGuard on_side(cu.side);
     if (st->finish) {
       auto fn = std::move(st->finish);
@@ -163,7 +180,7 @@ c10::intrusive_ptr<KoloWork> KoloWork::start(int rank, c10d::OpType type, std::v
     st->future->markCompleted(c10::IValue(st->outputs));
   }
 #endif
-  for (auto& p : parts) p->on_complete([st](kolo::Work& w) { st->part_done(&w, w.exception()); });
+  for (auto& p : work->parts_) p->on_complete([st](kolo::Work& w) { st->part_done(&w, w.exception()); });
   // The extra count: an operation with no kolo part (nothing to move) completes here.
   st->part_done(nullptr, nullptr);
   return work;
@@ -241,7 +258,7 @@ bool KoloWork::wait(std::chrono::milliseconds timeout) {
       p->wait(left);
     } catch (const kolo::TimeoutError&) {
       if (p->is_completed()) continue;  // the operation's own error is reported below
-      throw;
+      std::rethrow_exception(for_torch(std::current_exception()));  // the caller's wait ran out
     } catch (...) {
       // The part's error; rethrown below once the finish step and future are settled.
     }
@@ -292,7 +309,20 @@ void KoloWork::synchronize() {
 #endif
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() { return state_->future; }
+c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> fut;
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (state_->future) return state_->future;
+    state_->future = c10::make_intrusive<c10::ivalue::Future>(State::tensor_list());
+    if (!state_->done) return state_->future;  // part_done() completes it
+    fut = state_->future;
+    err = state_->error;
+  }
+  state_->complete(fut, err);
+  return fut;
+}
 
 std::vector<at::Tensor> KoloWork::result() { return state_->outputs; }
 
