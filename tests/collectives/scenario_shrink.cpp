@@ -8,6 +8,8 @@
 //     named   the same, then shrink({VICTIM})
 //     request no failure: 3 all-reduces, then every rank calls shrink({VICTIM}); VICTIM gets
 //             nullptr
+//     fresh   no shrink: join, one all-reduce, print when it was done (the restart a shrink
+//             saves, for the trials' ratio)
 //     stop    the driver SIGSTOPs VICTIM: the others time out and shrink (whoever answers,
 //             within KOLO_SHRINK_TEST_MS) and go on; the driver wakes VICTIM after they are done:
 //             its shrink must refuse it (ExcludedError naming generation 1), which it prints
@@ -104,6 +106,16 @@ void scenario_shrink(WorkerContext& ctx) {
   const char* ms = std::getenv("KOLO_SHRINK_TEST_MS");
   ShrinkOptions opts;
   opts.timeout = std::chrono::milliseconds(ms != nullptr ? std::atoi(ms) : 5000);
+  if (mode == "fresh") {
+    // The peer of a shrink: what a restart costs at least (processes start, a group forms, one
+    // collective), without loading a checkpoint or importing a framework.
+    ProcessGroup& g = ctx.join();
+    std::vector<int32_t> one(1, 1);
+    g.allreduce(Buffer(one.data(), 1))->wait();
+    ctx.log.expect(one[0] == g.size(), "first all-reduce of a fresh group: " + std::to_string(one[0]));
+    ctx.say("fresh: first collective done at " + std::to_string(now_ns()));
+    return;
+  }
   ProcessGroup& world = ctx.join();
   const int old_rank = world.rank();
 

@@ -150,7 +150,7 @@ TEST(Shrink, RandomKillTrials) {
   const uint64_t seed = seed_text != nullptr && *seed_text != '\0' ? std::stoull(seed_text) : std::random_device{}();
   std::printf("shrink trials: %d, KOLO_SHRINK_SEED=%llu\n", trials, static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  std::vector<double> times[2];  // per transport: shm, tcp
+  std::vector<double> times[2], fresh_times[2];  // per transport: shm, tcp
   int passed = 0;
   for (int t = 0; t < trials; ++t) {
     const bool tcp = rng() % 2 == 1;
@@ -180,23 +180,45 @@ TEST(Shrink, RandomKillTrials) {
       const std::chrono::steady_clock::time_point done{std::chrono::nanoseconds(std::stoll(m[1]))};
       last = std::max(last, std::chrono::duration<double>(done - killed_at).count());
     }
+    // The peer, in the same trial: a fresh 3-rank job of the same transport, from launch until
+    // every rank has finished its first collective (a restart costs at least that).
+    double fresh = -1;
+    {
+      Job peer("fresh", -1, transport);
+      peer.spec.world_size = 3;
+      const auto launched_at = std::chrono::steady_clock::now();
+      ProcessWorld fresh_world(peer.spec);
+      const WorldOutcome f = fresh_world.wait();
+      EXPECT_TRUE(f.all_succeeded()) << f.describe();
+      for (const RankOutcome& r : f.ranks) {
+        std::smatch m;
+        if (!std::regex_search(r.out, m, std::regex("first collective done at ([0-9]+)"))) continue;
+        const std::chrono::steady_clock::time_point done{std::chrono::nanoseconds(std::stoll(m[1]))};
+        fresh = std::max(fresh, std::chrono::duration<double>(done - launched_at).count());
+      }
+    }
     const bool ok = static_cast<int>(::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count()) +
                         ::testing::UnitTest::GetInstance()->failed_test_count() == failures_before;
     if (ok) {
       ++passed;
       times[tcp ? 1 : 0].push_back(last);
+      fresh_times[tcp ? 1 : 0].push_back(fresh);
     }
-    std::printf("shrink %s: %s, kill to the first collective on the shrunk group (last survivor): %.3f s\n", what,
-                ok ? "ok" : "FAILED", last);
+    std::printf("shrink %s: %s, kill to the first collective on the shrunk group (last survivor): %.3f s; "
+                "a fresh 3-rank job, launch to its first collective: %.3f s\n",
+                what, ok ? "ok" : "FAILED", last, fresh);
     std::fflush(stdout);
   }
   std::printf("shrink trials: %d of %d passed", passed, trials);
   for (int k = 0; k < 2; ++k) {
     std::vector<double>& v = times[k];
+    std::vector<double>& f = fresh_times[k];
     if (v.empty()) continue;
     std::sort(v.begin(), v.end());
-    std::printf("; %s: %zu trials, kill to first collective median %.3f s, worst %.3f s", k ? "tcp" : "shm", v.size(),
-                v[v.size() / 2], v.back());
+    std::sort(f.begin(), f.end());
+    std::printf("; %s: %zu trials, kill to first collective median %.3f s, worst %.3f s (a fresh 3-rank job's launch "
+                "to first collective: median %.3f s, %.1fx the shrink's)",
+                k ? "tcp" : "shm", v.size(), v[v.size() / 2], v.back(), f[f.size() / 2], f[f.size() / 2] / v[v.size() / 2]);
   }
   std::printf("\n");
 }
