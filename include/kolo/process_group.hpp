@@ -133,6 +133,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // generation() is one more than this group's). Collective over the survivors, each calling it
   // once on this group. This group is aborted first: its operations in flight end with the
   // failure's error (or an abort naming the shrink), later ones fail at once; drop it after.
+  // (On a group that shares connections (SplitOptions), that aborts every group on them.)
   // The store must outlive the lost ranks: kolorun hosts it (KOLO_STORE_ADDR), torchrun's agent
   // does; a store hosted by a lost rank 0 ends every shrink with the store's error.
   //
