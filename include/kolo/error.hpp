@@ -46,4 +46,15 @@ class MismatchError : public PeerError {
   using PeerError::PeerError;
 };
 
+// This rank called ProcessGroup::shrink after the survivors had formed generation() without it
+// (it answered after the deadline, e.g. it was stopped), or they named it excluded.
+class ExcludedError : public Error {
+ public:
+  ExcludedError(const std::string& what, int generation) : Error(what), generation_(generation) {}
+  int generation() const { return generation_; }
+
+ private:
+  int generation_;
+};
+
 }  // namespace kolo

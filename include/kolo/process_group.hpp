@@ -69,6 +69,13 @@ struct SplitOptions {
   std::chrono::milliseconds timeout{0};   // of the subgroup's operations; 0: this group's
 };
 
+// How shrink() forms the survivors' group (docs/ARCHITECTURE.md, "Shrinking a group").
+struct ShrinkOptions {
+  // How long the survivors wait for one another in the store, and then for the new group to
+  // connect. 0: this group's timeout. A rank that answers later is refused (ExcludedError).
+  std::chrono::milliseconds timeout{0};
+};
+
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Collective over `size` processes: every rank calls it with the same store. Connects to all
@@ -121,6 +128,28 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // nullptr, and the caller makes an ordinary group as it would have.
   std::shared_ptr<ProcessGroup> subgroup_of_members(const std::vector<int>& ranks, const SplitOptions& opts = {});
 
+  // Lose a rank, keep going: the ranks still alive agree through the store on who is left and
+  // form a new group of them (its rank i is the i-th survivor in this group's rank order; its
+  // generation() is one more than this group's). Collective over the survivors, each calling it
+  // once on this group. This group is aborted first: its operations in flight end with the
+  // failure's error (or an abort naming the shrink), later ones fail at once; drop it after.
+  // (On a group that shares connections (SplitOptions), that aborts every group on them.)
+  // The store must outlive the lost ranks: kolorun hosts it (KOLO_STORE_ADDR), torchrun's agent
+  // does; a store hosted by a lost rank 0 ends every shrink with the store's error.
+  //
+  // Whoever answers: the members are the ranks that call shrink before the lowest of them
+  // decides, which it does once every rank not reported lost (the ranks this group's failure
+  // blamed, on any caller) has answered, or when the timeout has passed. A rank that calls it
+  // after the decision (one that was stopped, say) gets ExcludedError naming the generation.
+  std::shared_ptr<ProcessGroup> shrink(const ShrinkOptions& opts = {});
+  // Named survivors: every rank not in `exclude_ranks` (ranks of this group) is a member; they
+  // must all call it with the same list within the timeout (TimeoutError naming the missing
+  // ranks otherwise; InvalidArgument if the lists differ). An excluded rank that calls it gets
+  // nullptr (its copy of this group is aborted all the same).
+  std::shared_ptr<ProcessGroup> shrink(const std::vector<int>& exclude_ranks, const ShrinkOptions& opts = {});
+  // 0 for a group made by create() or split(); one more than its parent's for a shrunk group.
+  int generation() const;
+
   // Fails every queued and running operation with `reason` and tells the peers; not orderly.
   // On a group that shares connections (SplitOptions), it fails every group on them.
   void abort(const std::string& reason = "aborted by the user");
@@ -151,11 +180,17 @@ struct LaunchEnv {
   // (TORCHELASTIC_USE_AGENT_STORE): every rank joins it as a client, under store_prefix.
   bool agent_store = false;
   std::string store_prefix;  // "kolo/attempt_<TORCHELASTIC_RESTART_COUNT>" with the agent store
+  // KOLO_STORE_ADDR=host:port: the launcher (kolorun) hosts kolo's store there, so that it
+  // outlives every rank (ProcessGroup::shrink needs it): every rank joins it as a client, and
+  // MASTER_ADDR:MASTER_PORT is left to the program (a torch store, say). store_port 0: unset.
+  std::string store_host;
+  uint16_t store_port = 0;
 };
 LaunchEnv read_launch_env();
 
 // Reads the launch environment, rank 0 starts a TCPStore server at MASTER_ADDR:MASTER_PORT (or,
-// under torchrun's agent store, every rank joins the agent's), and all ranks form the world group.
+// under torchrun's agent store or kolorun's KOLO_STORE_ADDR, every rank joins that one), and all
+// ranks form the world group.
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts = {});
 
 }  // namespace kolo

@@ -83,6 +83,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // Throws if a peer turned out to have failed or aborted during the goodbye.
   void close_and_join();
   bool failed() const;
+  // For ProcessGroup::shrink (any thread): the Context's first failure, and the culprit the
+  // group's failure named (as the Context numbers its peers; -1 before it failed or if none).
+  PeerFailure context_failure() const { return ctx_->failure(); }
+  bool context_failed() const { return ctx_->has_failure(); }
+  int failure_culprit() const { return failed_.load() ? culprit_.load() : -1; }
   // A subgroup that runs on this executor's connections: its id and name, for mismatch messages.
   void name_group(uint16_t id, const std::string& name) { ctx_->name_group(id, name); }
   const GroupInfo& group() const { return group_; }
@@ -241,7 +246,7 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   std::atomic<size_t> pending_n_{0};  // pending_live_, readable without run_mu_
   std::exception_ptr group_error_;
   std::string group_error_text_;
-  int culprit_ = -1;  // the first failure's culprit, as the Context numbers its peers
+  std::atomic<int> culprit_{-1};  // the first failure's culprit, as the Context numbers its peers
   std::atomic<bool> failed_{false};
   std::exception_ptr close_error_;
   bool error_delivered_ = false;          // some Work has carried the group's error to the user

@@ -65,6 +65,11 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
   so.host = env.master_addr;
   so.port = env.master_port;
   so.is_server = env.rank == 0 && !env.agent_store;
+  if (env.store_port != 0) {  // the launcher hosts it (KOLO_STORE_ADDR): no rank does
+    so.host = env.store_host;
+    so.port = env.store_port;
+    so.is_server = false;
+  }
   // In torchrun's agent store, count ourselves in c10d's "init/" as torch's own workers do.
   if (env.agent_store) so.world_size = env.world_size;
   // The store's waits are bounded like everything else: by the group's timeout.
@@ -82,6 +87,9 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
   } catch (const TimeoutError& e) {
     // Across hosts this is the usual first failure (the store's host is down, MASTER_ADDR is
     // wrong or does not resolve there): say which variables and which launcher it came from.
+    if (env.store_port != 0)
+      throw TimeoutError("rank " + std::to_string(env.rank) + " cannot reach the rendezvous store at KOLO_STORE_ADDR = " +
+                         env.store_host + ":" + std::to_string(env.store_port) + " (the launcher, kolorun, serves it): " + e.what());
     throw TimeoutError("rank " + std::to_string(env.rank) + " cannot reach the rendezvous store at MASTER_ADDR:MASTER_PORT = " +
                        env.master_addr + ":" + std::to_string(env.master_port) + " (launch variables from " + env.source +
                        (so.is_server ? "" : env.agent_store ? "; torchrun's agent serves it" : "; rank 0 serves it") + "): " + e.what());

@@ -14,6 +14,7 @@
 #include "common/crypto.hpp"
 #include "engine/executor.hpp"
 #include "engine/shared_group.hpp"
+#include "engine/shrink.hpp"
 #include "engine/spare_works.hpp"
 #include "engine/device_issue.hpp"
 #include "engine/validate.hpp"
@@ -85,6 +86,12 @@ struct ProcessGroup::Impl {
   int split_count = 0;
   std::map<std::vector<int>, int> member_subgroups;  // subgroup_of_members calls per member list
   bool shut_down = false;
+  // Shrinking (shrink.hpp): generation G of a group lives under "<root_prefix>/gen<G>" and is
+  // named "<root_name>/gen<G>"; a group made by create() or split() is its own root, generation 0.
+  std::string root_prefix, root_name;
+  int generation = 0;
+  int shrink_attempts = 0;  // under mu: a failed attempt (a member died while connecting) may be retried
+  int shrunk_to = 0;        // under mu: the generation this group shrank to, 0 if none
 
   // `var_counts`: alltoallv's, which args.v points to (the task keeps them); null otherwise.
   // `gate`: what the operation waits for before it starts (a device operation's inputs).
@@ -122,11 +129,14 @@ static std::string job_tag(const engine::Secret& secret, const std::string& pref
 static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
                                                          const std::string& name, int rank, int size,
                                                          std::chrono::milliseconds timeout, const engine::Secret* secret,
-                                                         const std::string& secret_text, const std::string& transport) {
+                                                         const std::string& secret_text, const std::string& transport,
+                                                         std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(0)) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->store = store;
   impl->prefix = prefix;
   impl->name = name;
+  impl->root_prefix = prefix;
+  impl->root_name = name;
   impl->rank = rank;
   impl->size = size;
   impl->timeout = timeout;
@@ -134,7 +144,8 @@ static std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> s
   impl->secret = secret ? *secret : engine::agree_secret(*store, prefix, rank, secret_text);
   impl->send_seq.assign(static_cast<size_t>(size), 0);
   impl->recv_seq.assign(static_cast<size_t>(size), 0);
-  auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + timeout, transport);
+  const auto connect_for = connect_timeout.count() > 0 ? connect_timeout : timeout;
+  auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + connect_for, transport);
   impl->host_ids = connected.host_ids;
   impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
                                                                    : algo::HostLayout::single_host(size);
@@ -168,6 +179,8 @@ static std::unique_ptr<ProcessGroup::Impl> share_impl(const ProcessGroup::Impl& 
   impl->store = parent.store;
   impl->prefix = prefix;
   impl->name = name;
+  impl->root_prefix = prefix;
+  impl->root_name = name;
   impl->rank = rank;
   impl->size = size;
   impl->timeout = timeout;
@@ -217,6 +230,7 @@ ProcessGroup::~ProcessGroup() {
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
 const std::string& ProcessGroup::name() const { return impl_->name; }
+int ProcessGroup::generation() const { return impl_->generation; }
 
 // A collective whose count is zero moves nothing on any rank (every rank passes the same count:
 // it is the per-rank or per-block count), so it needs no message: like MPI and NCCL, kolo runs
@@ -550,6 +564,94 @@ std::shared_ptr<ProcessGroup> ProcessGroup::subgroup_of_members(const std::vecto
   const std::string suffix = "members[" + list + "]." + std::to_string(occurrence);
   const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl_->timeout;
   return make_group(share_impl(*impl_, impl_->prefix + "/" + suffix, impl_->name + "/" + suffix, me, ranks, timeout));
+}
+
+// The ranks of `impl`'s group that its failure blamed (none before a failure): a peer whose
+// connection closed, and the culprit the group's error named. Never this rank, and never a rank
+// that only aborted itself: it may be shrinking too (and is then present before it aborts).
+static std::vector<int> ranks_blamed(const ProcessGroup::Impl& impl) {
+  std::vector<int> out;
+  const engine::GroupInfo& g = impl.shared ? *impl.shared : impl.executor->group();
+  auto add = [&](int ctx_peer) {
+    const int r = g.from_ctx_peer(ctx_peer);
+    if (r >= 0 && r < impl.size && r != impl.rank && std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
+  if (impl.executor->context_failed()) {
+    const engine::PeerFailure f = impl.executor->context_failure();
+    if (f.why != transport::Failure::aborted) add(f.peer);
+  }
+  add(impl.executor->failure_culprit());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, const std::optional<std::vector<int>>& exclude,
+                                                  const ShrinkOptions& opts) {
+  if (exclude) {
+    std::vector<int> seen(static_cast<size_t>(impl.size), 0);
+    for (int r : *exclude) {
+      if (r < 0 || r >= impl.size)
+        throw InvalidArgument("kolo: shrink of group " + impl.name + " refused: rank " + std::to_string(r) +
+                              " is not in this group of " + std::to_string(impl.size));
+      if (seen[static_cast<size_t>(r)]++)
+        throw InvalidArgument("kolo: shrink of group " + impl.name + " refused: rank " + std::to_string(r) + " excluded twice");
+    }
+    if (exclude->size() == static_cast<size_t>(impl.size))
+      throw InvalidArgument("kolo: shrink of group " + impl.name + " refused: it excludes every rank");
+  }
+  int attempt;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    if (impl.shrunk_to > 0)
+      throw Error("kolo: group " + impl.name + " already shrank to generation " + std::to_string(impl.shrunk_to) +
+                  ": shrink that group instead");
+    attempt = impl.shrink_attempts++;
+  }
+  const int generation = impl.generation + 1 + attempt;
+  const std::string abort_reason = "kolo: rank " + std::to_string(impl.rank) + " of group " + impl.name +
+                                   " aborted: shrinking to generation " + std::to_string(generation);
+  // A rank the caller named excluded takes no part: its copy of the group ends here.
+  if (exclude && std::find(exclude->begin(), exclude->end(), impl.rank) != exclude->end()) {
+    impl.executor->request_abort(abort_reason);
+    return nullptr;
+  }
+  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl.timeout;
+  engine::ShrinkRequest req;
+  req.ns = impl.root_prefix + "/gen" + std::to_string(generation) + "/shrink";
+  req.generation = generation;
+  req.group = impl.name;
+  req.rank = impl.rank;
+  req.size = impl.size;
+  req.exclude = exclude;
+  req.lost = ranks_blamed(impl);  // before this rank's own abort becomes the group's failure
+  req.deadline = Clock::now() + timeout;
+  req.takeover = std::clamp(timeout / 8, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  // Present first, aborted second: a peer that learns of this rank only from its abort notice
+  // blames it, but finds it present.
+  const std::vector<int> members =
+      engine::agree_survivors(*impl.store, req, [&] { impl.executor->request_abort(abort_reason); });
+  const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), impl.rank) - members.begin());
+  const std::string suffix = "/gen" + std::to_string(generation);
+  // A fresh bootstrap under the generation's prefix: the old connections are aborted (a
+  // transport that could hand over its survivors' pairs would save this; none does yet).
+  auto next = connect_impl(impl.store, impl.root_prefix + suffix, impl.root_name + suffix, new_rank,
+                           static_cast<int>(members.size()), impl.timeout, &impl.secret, "", impl.transport, timeout);
+  next->root_prefix = impl.root_prefix;
+  next->root_name = impl.root_name;
+  next->generation = generation;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    impl.shrunk_to = generation;
+  }
+  KOLO_LOG(info, "group " << impl.name << ": rank " << impl.rank << " is rank " << new_rank << " of "
+                          << members.size() << " in generation " << generation << " (" << impl.root_name << suffix << ")");
+  return make_group(std::move(next));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const ShrinkOptions& opts) { return shrink_group(*impl_, std::nullopt, opts); }
+
+std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclude_ranks, const ShrinkOptions& opts) {
+  return shrink_group(*impl_, exclude_ranks, opts);
 }
 
 void ProcessGroup::abort(const std::string& reason) {

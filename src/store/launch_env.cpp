@@ -201,9 +201,7 @@ LaunchEnv from_slurm() {
   return e;
 }
 
-}  // namespace
-
-LaunchEnv read_launch_env() {
+LaunchEnv from_launcher() {
   if (env("RANK") || env("WORLD_SIZE")) return from_torchrun();
   if (env("OMPI_COMM_WORLD_RANK") || env("OMPI_COMM_WORLD_SIZE")) return from_openmpi();
   if (env("SLURM_PROCID")) return from_slurm();
@@ -211,6 +209,29 @@ LaunchEnv read_launch_env() {
   e.source = "default";
   e.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
   e.master_port = port_from_env(std::nullopt);
+  return e;
+}
+
+// KOLO_STORE_ADDR=host:port (kolorun sets it: it hosts the store, which so outlives every rank).
+void read_store_addr(LaunchEnv& e) {
+  auto text = env("KOLO_STORE_ADDR");
+  if (!text) return;
+  const size_t colon = text->rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text->size())
+    throw InvalidArgument("launch environment: KOLO_STORE_ADDR='" + *text + "' is not host:port");
+  const std::string port = text->substr(colon + 1);
+  int64_t value = parse_integer("KOLO_STORE_ADDR's port", port);
+  if (value < 1 || value > 65535)
+    throw InvalidArgument("launch environment: KOLO_STORE_ADDR='" + *text + "': port outside [1, 65535]");
+  e.store_host = text->substr(0, colon);
+  e.store_port = static_cast<uint16_t>(value);
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv e = from_launcher();
+  read_store_addr(e);
   return e;
 }
 

@@ -58,6 +58,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"split-share-misorder", scenario_split_share_misorder},
       {"split-share-kill", scenario_split_share_kill},
       {"split-share-disagree", scenario_split_share_disagree},
+      {"shrink", scenario_shrink},
   };
   return table;
 }
@@ -67,6 +68,7 @@ std::string error_kind(const std::exception& e) {
   if (const auto* m = dynamic_cast<const MismatchError*>(&e)) return "MismatchError(peer " + std::to_string(m->peer_rank()) + ")";
   if (const auto* p = dynamic_cast<const PeerError*>(&e)) return "PeerError(peer " + std::to_string(p->peer_rank()) + ")";
   if (const auto* t = dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError(peer " + std::to_string(t->peer_rank()) + ")";
+  if (const auto* x = dynamic_cast<const ExcludedError*>(&e)) return "ExcludedError(generation " + std::to_string(x->generation()) + ")";
   if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
   if (dynamic_cast<const Error*>(&e)) return "Error";
   return std::string("non-kolo exception ") + typeid(e).name();

@@ -93,7 +93,10 @@ TEST(KolorunEnvironment, EveryRankGetsItsRendezvousVariablesForOneToEightRanks) 
       EXPECT_EQ(env.at("TORCHELASTIC_RUN_ID"), env.at("KOLO_JOB_ID"));
       EXPECT_TRUE(is_lower_hex(env.at("KOLO_SECRET"), 32)) << env.at("KOLO_SECRET");
       // Shared by the whole job.
-      for (const char* shared : {"MASTER_PORT", "KOLO_JOB_ID", "KOLO_SECRET"})
+      // kolorun hosts the store itself, on loopback, beside MASTER_PORT (left to the program).
+      EXPECT_EQ(env.at("KOLO_STORE_ADDR").rfind("127.0.0.1:", 0), 0u) << env.at("KOLO_STORE_ADDR");
+      EXPECT_NE(env.at("KOLO_STORE_ADDR"), "127.0.0.1:" + env.at("MASTER_PORT"));
+      for (const char* shared : {"MASTER_PORT", "KOLO_JOB_ID", "KOLO_SECRET", "KOLO_STORE_ADDR"})
         EXPECT_EQ(env.at(shared), first.env.at(shared)) << shared << " differs on rank " << r;
       // kolorun's own environment reaches the ranks.
       EXPECT_EQ(env.at("KOLO_LAUNCH_GRACE"), "1");

@@ -18,6 +18,11 @@ std::vector<std::string> worker(const std::string& dir, int nproc, std::vector<s
   return args;
 }
 
+std::vector<std::string> elastic(std::vector<std::string> args) {
+  args.insert(args.begin(), "--elastic");
+  return args;
+}
+
 // The first line kolorun itself wrote to stderr.
 std::string first_kolorun_line(const std::string& err) {
   for (const std::string& line : split_lines(err))
@@ -68,6 +73,33 @@ TEST(KolorunFailure, RankIgnoringSigtermIsKilledAfterASecondGracePeriod) {
   EXPECT_LT(result.seconds, 7.0);
   EXPECT_EQ(recorded_signals(dir.path(), 1), std::vector<int>{SIGTERM});
   EXPECT_NE(result.err.find("sending SIGKILL"), std::string::npos) << result.err;
+}
+
+// --elastic: a killed rank is named, but the others are not signalled and finish on their own
+// (they would shrink their group); the job succeeds because they exit 0.
+TEST(KolorunFailure, ElasticLeavesTheSurvivorsOfAKillRunning) {
+  TempDir dir;
+  ProcessResult result =
+      run_kolorun(elastic(worker(dir.path(), 3, {"--kill-rank", "1", "--signal", std::to_string(SIGKILL), "--sleep", "2"})),
+                  {{"KOLO_LAUNCH_GRACE", "0.2"}});
+  EXPECT_EQ(result.exit_code(), 0) << result.err;
+  EXPECT_NE(result.err.find("rank 1 (pid " + std::to_string(recorded_pid(dir.path(), 1)) + ") was killed by signal 9"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("--elastic: the other 2 ranks keep running"), std::string::npos) << result.err;
+  EXPECT_GE(result.seconds, 1.8) << "the survivors were stopped before they finished";
+  for (int r : {0, 2}) EXPECT_TRUE(recorded_signals(dir.path(), r).empty()) << "rank " << r;
+}
+
+// --elastic still fails the job when a rank exits non-zero, without stopping the others.
+TEST(KolorunFailure, ElasticFailsOnANonZeroExitWithoutStoppingTheOthers) {
+  TempDir dir;
+  ProcessResult result =
+      run_kolorun(elastic(worker(dir.path(), 3, {"--fail-rank", "0", "--exit-code", "3", "--sleep", "1"})),
+                  {{"KOLO_LAUNCH_GRACE", "0.2"}});
+  EXPECT_EQ(result.exit_code(), 3) << result.err;
+  EXPECT_GE(result.seconds, 0.9);
+  for (int r : {1, 2}) EXPECT_TRUE(recorded_signals(dir.path(), r).empty()) << "rank " << r;
 }
 
 TEST(KolorunFailure, AllRanksSucceedingMeansSuccessAndSilence) {

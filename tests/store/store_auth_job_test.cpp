@@ -1,5 +1,5 @@
 // End to end: a kolorun job (kolorun makes the job's secret) forms a group whose store, hosted
-// by rank 0, is authenticated; while it runs, this test attacks the store's port as a torch
+// by kolorun (KOLO_STORE_ADDR), is authenticated; while it runs, this test attacks the store's port as a torch
 // client would (a c10d SET of a key) and with random bytes. Both are refused and logged with
 // their address, the job's all-reduce is correct, and the key was never written.
 #include <gtest/gtest.h>
@@ -54,12 +54,24 @@ bool refused(uint16_t port, const std::vector<uint8_t>& bytes) {
 }
 
 TEST(StoreAuthJob, KolorunJobRefusesHostileStoreClientsAndRunsCorrectly) {
-  const uint16_t port = kolo::store_test::unused_port();
   const std::string go = "/tmp/kolo-store-auth-go-" + std::to_string(::getpid());
+  const std::string port_file = "/tmp/kolo-store-auth-port-" + std::to_string(::getpid());
   ::unlink(go.c_str());
-  ChildProcess job({kolo::launcher::testing::kolorun_path(), "-n", "2", "--master-port", std::to_string(port), "-x",
-                    "KOLO_TEST_GO_FILE=" + go, kolo::launcher::testing::probe_path("KOLO_STORE_AUTH_WORKER")},
+  ::unlink(port_file.c_str());
+  ChildProcess job({kolo::launcher::testing::kolorun_path(), "-n", "2", "-x", "KOLO_TEST_GO_FILE=" + go, "-x",
+                    "KOLO_TEST_STORE_FILE=" + port_file, kolo::launcher::testing::probe_path("KOLO_STORE_AUTH_WORKER")},
                    {{"KOLO_LAUNCH_GRACE", "2"}});
+  // The store's port, as rank 0 read it from KOLO_STORE_ADDR (kolorun picks a free one).
+  uint16_t port = 0;
+  const double until = kolo::launcher::testing::monotonic_seconds() + 30;
+  while (port == 0 && kolo::launcher::testing::monotonic_seconds() < until) {
+    std::ifstream in(port_file);
+    int p = 0;
+    if (in >> p) port = static_cast<uint16_t>(p);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::unlink(port_file.c_str());
+  ASSERT_NE(port, 0) << "rank 0 never wrote the store's port";
 
   // torch >= 2.1's opening and a SET of "victim", as one write.
   std::vector<uint8_t> c10d_set = {0, 0xCE, 0xF7, 0x85, 0x3C, 1};

@@ -94,6 +94,7 @@ std::vector<std::string> launch_variables(const LaunchOptions& options, const Jo
   set_variable(env, "TORCHELASTIC_RUN_ID", identity.job_id);
   set_variable(env, "KOLO_JOB_ID", identity.job_id);
   set_variable(env, "KOLO_SECRET", identity.secret);
+  if (!identity.store_addr.empty()) set_variable(env, "KOLO_STORE_ADDR", identity.store_addr);
   return env;
 }
 

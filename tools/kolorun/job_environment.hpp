@@ -14,6 +14,7 @@ struct JobIdentity {
   std::string secret;  // 128-bit hex; ranks use it to refuse connections from other jobs
   std::string master_addr;
   int master_port = 0;
+  std::string store_addr;  // KOLO_STORE_ADDR: the store kolorun hosts (store_host.hpp); empty: none
 };
 
 // Hex text of `bytes` random bytes from the kernel's generator. Throws kolo::Error.

@@ -55,11 +55,22 @@ int JobSupervisor::run() {
     handle_deadlines();
   }
   finish_streams();
+  if (!exit_code_ && first_loss_code_ && !any_rank_succeeded_) return *first_loss_code_;
   return exit_code_.value_or(0);
 }
 
 void JobSupervisor::start_ranks() {
-  const JobIdentity identity = make_job_identity(options_);
+  JobIdentity identity = make_job_identity(options_);
+  if (options_.hosts.empty()) {
+    try {
+      store_ = host_store("127.0.0.1", store_secret(options_, identity.secret));
+    } catch (const Error& e) {
+      note(e.what());
+      set_exit_code(1);
+      return;
+    }
+    identity.store_addr = store_.address;
+  }
   const std::vector<std::string> base_env = current_environment();
 
   // Only one rank can sensibly own a terminal's input, and a rank reading the terminal from
@@ -174,10 +185,22 @@ void JobSupervisor::reap_ranks() {
 }
 
 void JobSupervisor::on_rank_end(Rank& rank, int wait_status) {
+  if (!rank.failed_to_start && exited_successfully(wait_status)) any_rank_succeeded_ = true;
   if (rank.failed_to_start || exited_successfully(wait_status)) return;
   // Once kolorun has signalled the ranks, their ends are its own doing, not news.
   if (phase_ >= Phase::kTerminating) return;
   note(describe_rank_end(rank.rank, rank.pid, wait_status));
+  if (options_.elastic && phase_ == Phase::kRunning) {
+    // The survivors may shrink their group and carry on: leave them be. A rank killed by a
+    // signal is a loss the job may survive; one that exits non-zero reports a failure.
+    if (WIFSIGNALED(wait_status)) {
+      if (!first_loss_code_) first_loss_code_ = exit_code_of(wait_status);
+    } else {
+      set_exit_code(exit_code_of(wait_status));
+    }
+    if (running_count() > 0) note("--elastic: the other " + count_ranks(running_count()) + " keep running");
+    return;
+  }
   set_exit_code(exit_code_of(wait_status));
   if (phase_ == Phase::kRunning && running_count() > 0) {
     note("waiting up to " + grace_text_ + " for the other " + count_ranks(running_count()) +

@@ -13,6 +13,7 @@
 #include "kolorun/job_environment.hpp"
 #include "kolorun/options.hpp"
 #include "kolorun/signal_pipe.hpp"
+#include "kolorun/store_host.hpp"
 #include "kolorun/tagged_stream.hpp"
 
 namespace kolo::launcher {
@@ -75,6 +76,11 @@ class JobSupervisor {
   std::optional<Clock::time_point> drain_deadline_;
   bool gave_up_ = false;  // ranks survived SIGKILL past every bound
   std::optional<int> exit_code_;
+  HostedStore store_;  // the job's store, for a job on this host (store_host.hpp)
+  // --elastic: ranks ended by a signal are losses the job survives; the first one's exit code
+  // counts only if no rank exits 0.
+  std::optional<int> first_loss_code_;
+  bool any_rank_succeeded_ = false;
 };
 
 }  // namespace kolo::launcher

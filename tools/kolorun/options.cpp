@@ -13,7 +13,7 @@ namespace kolo::launcher {
 namespace {
 
 // Variables kolorun sets itself; letting -x override them would silently break rendezvous.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kReservedVariables{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kReservedVariables{{
     {"RANK", "it is set per rank"},
     {"WORLD_SIZE", "use -n"},
     {"LOCAL_RANK", "it is set per rank"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kReserved
     {"MASTER_PORT", "use --master-port"},
     {"TORCHELASTIC_RUN_ID", "it is generated per launch"},
     {"KOLO_JOB_ID", "it is generated per launch"},
+    {"KOLO_STORE_ADDR", "kolorun hosts the job's store itself"},
 }};
 
 int parse_int_in_range(std::string_view option, std::string_view text, int low, int high) {
@@ -77,7 +78,7 @@ std::pair<std::string, std::string> parse_extra_env(const std::string& spec) {
 struct RawOptions {
   std::string nproc, timeout, master_addr, master_port, hosts, launch_agent, bind;
   std::vector<std::string> extra_env;
-  bool tag_output = false, help = false, version = false;
+  bool tag_output = false, elastic = false, help = false, version = false;
   // Set when the option was given.
   CLI::Option *nproc_opt = nullptr, *timeout_opt = nullptr, *master_addr_opt = nullptr, *master_port_opt = nullptr,
               *hosts_opt = nullptr, *launch_agent_opt = nullptr, *bind_opt = nullptr;
@@ -102,6 +103,10 @@ void define_options(CLI::App& app, RawOptions& raw) {
                                      ", required);\nalso spelled -np N (mpirun)")
                       ->type_name("N");
   app.add_flag("-t,--tag-output", raw.tag_output, "prefix every output line with \"[rank]: \"");
+  app.add_flag("--elastic", raw.elastic,
+               "a rank that dies does not stop the others (they may shrink\n"
+               "their group and go on); the job fails only if a rank exits\n"
+               "non-zero, or none exits 0");
   raw.timeout_opt = app.add_option("--timeout", raw.timeout, "stop the whole job and fail if it runs longer")
                         ->type_name("SECONDS");
   raw.master_addr_opt =
@@ -136,7 +141,9 @@ void define_options(CLI::App& app, RawOptions& raw) {
       "  --                        end of kolorun options: what follows is the program and its\n"
       "                            arguments, even if it starts with '-'\n"
       "\n"
-      "When a rank fails, the others get KOLO_LAUNCH_GRACE seconds (default 5) to exit on\n"
+      "For a job on this host kolorun hosts the ranks' store (KOLO_STORE_ADDR), so it\n"
+      "outlives every rank. When a rank fails (without --elastic), the others get\n"
+      "KOLO_LAUNCH_GRACE seconds (default 5) to exit on\n"
       "their own, then SIGTERM, then SIGKILL after another grace period. kolorun exits with\n"
       "the first failing rank's status (128+signal if it was killed), 124 on --timeout,\n"
       "127 if the program cannot be found. SIGINT, SIGTERM, SIGHUP and SIGQUIT are\n"
@@ -206,6 +213,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   }
   options.program = std::move(rest);
   options.tag_output = raw.tag_output;
+  options.elastic = raw.elastic;
   options.show_help = raw.help;
   options.show_version = raw.version;
 

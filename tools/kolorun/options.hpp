@@ -19,6 +19,8 @@ constexpr int kMaxProcesses = 1024;
 struct LaunchOptions {
   int nproc = 0;
   bool tag_output = false;
+  // --elastic: a rank that dies does not stop the others (they may shrink their group and go on).
+  bool elastic = false;
   std::optional<double> timeout_seconds;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;

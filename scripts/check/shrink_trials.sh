@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The long shrink series (docs/RELIABILITY.md, "Shrinking after a kill"): TRIALS (default 20)
+# 4-rank jobs over shm or tcp running random collectives, one rank SIGKILLed at a random moment;
+# every survivor must shrink to generation 1 and compute exactly (tests/collectives/
+# test_shrink.cpp, Shrink.RandomKillTrials, says what each trial checks). Prints one line per
+# trial and the median and worst time from the kill to the first collective on the shrunk group,
+# to stdout and to build/shrink-<date>.log.
+#   scripts/check/shrink_trials.sh [TRIALS [SEED]]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+ninja -C "$BUILD_DIR" tests/collectives/shrink-test tests/collectives/kolo-test-worker >/dev/null || exit 1
+# Run copies: a rebuild during the series must not pull the binaries from under it.
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+cp "$BUILD_DIR/tests/collectives/shrink-test" "$BUILD_DIR/tests/collectives/kolo-test-worker" \
+  "$BUILD_DIR/libkolo.so.0" "$bin/"  # cp follows the soname link
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+log="$BUILD_DIR/shrink-$(date +%Y%m%d-%H%M%S).log"
+KOLO_SHRINK_TRIALS=${1:-20} KOLO_SHRINK_SEED=${2:-$RANDOM$RANDOM} KOLO_TEST_WORKER="$bin/kolo-test-worker" \
+  "$bin/shrink-test" --gtest_filter='Shrink.RandomKillTrials' 2>&1 | tee "$log" | grep -E '^shrink|Failure|^\[  (PASSED|FAILED)'
+rc=${PIPESTATUS[0]}
+echo "full log: $log"
+exit "$rc"
