@@ -54,13 +54,15 @@ mirror=http://deb.debian.org/debian
 # and the top-level meson.build): gtest because tests/ (where the torch suite is declared) is
 # only configured with it; python3-dev for the extension module; libssl-dev for libcrypto;
 # nlohmann-json3-dev for the benchmarks' JSON output (kolo-perf); libopenblas-dev for kolo-train
-# (test_torchrun.py) and bible-kjv(-text) for its corpus and examples/torch/train.py's (test_ddp.py);
+# (test_torchrun.py); libcli11-dev for the programs' command lines; bible-kjv(-text) for kolo-train's
+# corpus and examples/torch/train.py's (test_ddp.py);
 # python3-venv, python3-mesonpy, python3-pyproject-metadata and patchelf (newer meson-python
 # rewrites the RUNPATH of what it installs) for `pip install .`
 # (test_pip_install.py).
 packages=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
           meson ninja-build g++ pkg-config libssl-dev libgtest-dev nlohmann-json3-dev
-          libopenblas-dev bible-kjv bible-kjv-text python3-venv python3-mesonpy python3-pyproject-metadata patchelf)
+          libopenblas-dev libcli11-dev bible-kjv bible-kjv-text python3-venv python3-mesonpy
+          python3-pyproject-metadata patchelf)
 
 if [ "$(id -u)" -ne 0 ]; then
   exec sudo "$0" "${all_args[@]}"
