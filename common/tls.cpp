@@ -261,16 +261,27 @@ ssize_t TlsSession::fail(const std::string& what) {
   return -1;
 }
 
-ssize_t TlsSession::read(void* buf, size_t len) {
+bool TlsSession::ready_for_data() {
   if (!done_) {
     const Step s = handshake();
-    if (s == Step::failed) return fail(error_);
+    if (s == Step::failed) {
+      fail(error_);
+      return false;
+    }
     if (s != Step::done) {
       errno = EAGAIN;
-      return -1;
+      return false;
     }
   }
-  if (!error_.empty()) return fail(error_);
+  if (!error_.empty()) {
+    fail(error_);
+    return false;
+  }
+  return true;
+}
+
+ssize_t TlsSession::read(void* buf, size_t len) {
+  if (!ready_for_data()) return -1;
   if (eof_) return 0;
   size_t got = 0;
   while (got < len) {
@@ -311,15 +322,7 @@ ssize_t TlsSession::read(void* buf, size_t len) {
 }
 
 ssize_t TlsSession::writev(const iovec* iov, int n) {
-  if (!done_) {
-    const Step s = handshake();
-    if (s == Step::failed) return fail(error_);
-    if (s != Step::done) {
-      errno = EAGAIN;
-      return -1;
-    }
-  }
-  if (!error_.empty()) return fail(error_);
+  if (!ready_for_data()) return -1;
   // The first piece alone when it fills a record (a large payload: sealed from the caller's
   // buffer, no copy); else the pieces gathered into one record (a header and the start of its
   // payload: one record, not a 40-byte one and then the payload).

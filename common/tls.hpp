@@ -109,6 +109,9 @@ class TlsSession {
 
  private:
   ssize_t fail(const std::string& what);
+  // The handshake finished (driving it on when it has not) and no error so far; else false with
+  // errno EAGAIN (handshake under way) or EPROTO (failed).
+  bool ready_for_data();
   std::string ssl_error_text(int ret) const;
 
   SSL* ssl_ = nullptr;
