@@ -76,18 +76,14 @@ WorkPtr DirectDevice::run(const algo::CollArgs& a, kernels::DeviceRuntime& rt, v
       case CollKind::alltoall: comm_->all_to_all(a.send, a.recv, n, a.dtype, stream); break;
       default: throw Error("not a direct device collective");
     }
-  } catch (const TimeoutError& e) {
-    broken_ = true;
-    throw TimeoutError(std::string("kolo: ") + name + " #" + std::to_string(seq) + " on device memory (rank " +
-                       std::to_string(rank_) + ", CUDA IPC): " + e.what());
-  } catch (const InvalidArgument& e) {
-    broken_ = true;
-    throw InvalidArgument(std::string("kolo: ") + name + " #" + std::to_string(seq) + " on device memory (rank " +
-                          std::to_string(rank_) + ", CUDA IPC): " + e.what());
   } catch (const std::exception& e) {
+    // The same error kind, named with the operation, its number and this rank.
     broken_ = true;
-    throw Error(std::string("kolo: ") + name + " #" + std::to_string(seq) + " on device memory (rank " +
-                std::to_string(rank_) + ", CUDA IPC): " + e.what());
+    const std::string what = std::string("kolo: ") + name + " #" + std::to_string(seq) + " on device memory (rank " +
+                             std::to_string(rank_) + ", CUDA IPC): " + e.what();
+    if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(what);
+    if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(what);
+    throw Error(what);
   }
   auto w = WorkAccess::make_derived<DirectDeviceWork>(name, seq, rt, stream);
   WorkAccess::finish(*w, nullptr);
