@@ -38,6 +38,9 @@ class DeviceCollectives {
   virtual void all_to_all(const void* in, void* out, size_t count, DataType t, void* stream) = 0;
   // A buffer about to be freed: forget its registration (peers close their mappings).
   virtual void forget(const void* ptr) = 0;
+  // This rank's call failed and it will not go on: peers waiting for it stop at once (with
+  // PeerError naming this rank) instead of at their timeout. Not collective; never throws.
+  virtual void abort() noexcept = 0;
   // Collective: the last handshake, then everything is released.
   virtual void close() = 0;
 };

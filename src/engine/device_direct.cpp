@@ -79,9 +79,11 @@ WorkPtr DirectDevice::run(const algo::CollArgs& a, kernels::DeviceRuntime& rt, v
   } catch (const std::exception& e) {
     // The same error kind, named with the operation, its number and this rank.
     broken_ = true;
+    if (comm_) comm_->abort();  // peers waiting for this rank's next phase stop now
     const std::string what = std::string("kolo: ") + name + " #" + std::to_string(seq) + " on device memory (rank " +
                              std::to_string(rank_) + ", CUDA IPC): " + e.what();
-    if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(what);
+    if (auto* t = dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(what, t->peer_rank());
+    if (auto* p = dynamic_cast<const PeerError*>(&e)) throw PeerError(what, p->peer_rank());
     if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(what);
     throw Error(what);
   }

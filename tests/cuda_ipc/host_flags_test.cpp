@@ -2,6 +2,8 @@
 // GPU: two ranks as threads of one process sharing an in-process store, each mapping the
 // segment as a separate process would.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -82,6 +84,63 @@ TEST(CudaIpcHostFlags, WaitEndsEarlyWhenTheStopCheckSaysTheGroupFailed) {
   }
   t.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
+// A peer whose call failed before it published (it throws and leaves the collective) must not
+// hold the others for the whole timeout: its engine group may be idle and never tell them.
+TEST(CudaIpcHostFlags, WaitEndsAtOnceWhenThePeerMarksItselfFailed) {
+  Pair p(60s);
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    p.r0->mark_failed();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    p.r1->wait(0, kolo::cuda_ipc::kReady, 1);
+    ADD_FAILURE() << "the wait returned without the peer";
+  } catch (const kolo::PeerError& e) {
+    EXPECT_EQ(e.peer_rank(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find("its call failed"), std::string::npos) << e.what();
+  } catch (const kolo::Error& e) {
+    ADD_FAILURE() << "not a PeerError: " << e.what();
+  }
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
+// A peer process killed outright (SIGKILL, a crash) marks nothing: its pid says it is gone.
+TEST(CudaIpcHostFlags, WaitEndsWhenThePeerProcessIsGone) {
+  const std::string dir = ::testing::TempDir() + "/kolo-hostflags-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Rank 0 in another process: maps the segment, then dies without a word.
+    try {
+      auto store = kolo::make_file_store(dir + "/store", 2);
+      HostFlags r0(*store, "t", 0, 2, 20s);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  auto store = kolo::make_file_store(dir + "/store", 2);
+  HostFlags r1(*store, "t", 1, 2, 60s);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    r1.wait(0, kolo::cuda_ipc::kReady, 1);
+    ADD_FAILURE() << "the wait returned without the peer";
+  } catch (const kolo::PeerError& e) {
+    EXPECT_EQ(e.peer_rank(), 0) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
+  } catch (const kolo::Error& e) {
+    ADD_FAILURE() << "not a PeerError: " << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaIpcHostFlags, RetiredGenerationsReachThePeerInOrder) {

@@ -63,11 +63,36 @@ float expected_sum(size_t i) {
   return s;
 }
 
+// Where the test's buffers come from: cudaMalloc (exported as they are), or memory that
+// cudaIpcGetMemHandle refuses (managed; a stream-ordered pool's, as cudaMallocAsync and
+// PyTorch's caching allocator in its async mode give), which the comm bounces through its own.
+enum class Mem { device, managed, pool };
+Mem g_mem = Mem::device;
+const char* mem_name(Mem m) { return m == Mem::device ? "device" : m == Mem::managed ? "managed" : "pool"; }
+
 struct DeviceBuffer {
   void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { check(cudaMalloc(&ptr, bytes < 16 ? 16 : bytes), "cudaMalloc"); }
+  Mem mem = g_mem;
+  explicit DeviceBuffer(size_t bytes) {
+    bytes = bytes < 16 ? 16 : bytes;
+    if (mem == Mem::managed) {
+      check(cudaMallocManaged(&ptr, bytes), "cudaMallocManaged");
+    } else if (mem == Mem::pool) {
+      check(cudaMallocAsync(&ptr, bytes, nullptr), "cudaMallocAsync");
+      check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+    } else {
+      check(cudaMalloc(&ptr, bytes), "cudaMalloc");
+    }
+  }
   ~DeviceBuffer() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
+    if (ptr == nullptr) return;
+    if (mem == Mem::pool) {
+      (void)cudaDeviceSynchronize();  // the comm's stream may still use it
+      (void)cudaFreeAsync(ptr, nullptr);
+      (void)cudaStreamSynchronize(nullptr);
+    } else {
+      (void)cudaFree(ptr);
+    }
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -405,6 +430,28 @@ void collective_checks(IpcComm& comm, cudaStream_t s) {
   run_case("IpcCollective.chained_reduce_scatter_all_gather" + ranks, [&] { return chained_kinds_case(comm, s); });
 }
 
+// Every collective on memory that cannot be exported (managed, pool): the bounce path, with
+// the choice of algorithm and the results the same as on cudaMalloc memory.
+void unexportable_memory_checks(IpcComm& comm, cudaStream_t s) {
+  const std::string ranks = "/ranks" + std::to_string(g_world);
+  for (Mem mem : {Mem::managed, Mem::pool}) {
+    g_mem = mem;
+    const std::string m = std::string("/") + mem_name(mem);
+    for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
+      run_case(std::string("IpcBounce.all_reduce/") + kolo::cuda_ipc::algo_name(algo) + m + ranks,
+               [&] { return all_reduce_case(comm, algo, DataType::float32, 100003, false, s); });
+      if (algo != Algo::kOneShot)
+        run_case(std::string("IpcBounce.all_reduce/") + kolo::cuda_ipc::algo_name(algo) + "/in_place" + m + ranks,
+                 [&] { return all_reduce_case(comm, algo, DataType::bfloat16, 100003, true, s); });
+    }
+    for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"})
+      run_case(std::string("IpcBounce.") + kind + m + ranks,
+               [&] { return collective_case(comm, kind, DataType::float32, 100003, g_world - 1, false, s); });
+    run_case("IpcBounce.chained/two-shot-push" + m + ranks, [&] { return chained_case(comm, Algo::kTwoShotPush, s); });
+  }
+  g_mem = Mem::device;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -548,6 +595,7 @@ int run(bool do_bench) {
     IpcComm comm(store, g_rank, g_world, opts);
     correctness(comm, s);
     collective_checks(comm, s);
+    unexportable_memory_checks(comm, s);
     if (do_bench) run_case("IpcBench.all", [&] { bench(comm, *store, s); return std::string(); });
     cache_checks(comm, s);
     comm.close();

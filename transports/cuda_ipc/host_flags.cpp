@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,7 +31,18 @@ struct alignas(64) RankArea {
   CallDesc desc;
   Counter retired_count;
   uint64_t retired[kRetireRing];
+  // Written once when the rank maps the segment: whose process it is, so that a waiting peer
+  // can tell a rank that died (SIGKILL, a crash) from a slow one. Pids compare only within one
+  // pid namespace (the inode of /proc/self/ns/pid).
+  std::atomic<int64_t> pid{0};
+  std::atomic<uint64_t> pid_namespace{0};
+  Counter failed;  // 1: the rank's call failed and it will not publish again (mark_failed)
 };
+
+uint64_t own_pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 }  // namespace
 
 struct HostFlags::Segment {
@@ -74,6 +87,9 @@ HostFlags::HostFlags(Store& store, const std::string& prefix, int rank, int worl
   // A fresh segment reads as zeros, which is every counter's start; construct in place anyway.
   if (rank == 0) new (p) Segment();
   seg_ = static_cast<Segment*>(p);
+  pid_namespace_ = own_pid_namespace();
+  seg_->rank[rank].pid_namespace.store(pid_namespace_, std::memory_order_relaxed);
+  seg_->rank[rank].pid.store(::getpid(), std::memory_order_release);
   if (rank == 0) store.set(name_key, name);
   store.set(prefix + "/shm_mapped/" + std::to_string(rank), std::string("1"));
   if (rank == 0) {
@@ -92,6 +108,20 @@ void HostFlags::publish(Phase phase, uint64_t seq) {
   seg_->rank[rank_].phase[phase].value.store(seq, std::memory_order_release);
 }
 
+void HostFlags::mark_failed() { seg_->rank[rank_].failed.value.store(1, std::memory_order_release); }
+
+std::string HostFlags::why_peer_is_gone(int peer) const {
+  const RankArea& area = seg_->rank[peer];
+  if (area.failed.value.load(std::memory_order_acquire) != 0) return "its call failed";
+  const int64_t pid = area.pid.load(std::memory_order_acquire);
+  // kill(pid, 0) sends nothing; ESRCH: no such process (EPERM: alive, another user's).
+  if (pid > 0 && pid_namespace_ != 0 && area.pid_namespace.load(std::memory_order_relaxed) == pid_namespace_ &&
+      ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    return "its process " + std::to_string(pid) + " exited";
+  }
+  return {};
+}
+
 void HostFlags::wait(int peer, Phase phase, uint64_t seq) const {
   const auto& v = seg_->rank[peer].phase[phase].value;
   if (v.load(std::memory_order_acquire) >= seq) return;
@@ -106,6 +136,14 @@ void HostFlags::wait(int peer, Phase phase, uint64_t seq) const {
 #endif
     } else {
       ::sched_yield();
+      if ((spins & 1023) == 0) {
+        if (std::string why = why_peer_is_gone(peer); !why.empty()) {
+          throw PeerError("cuda_ipc: rank " + std::to_string(rank_) + " stopped waiting for rank " +
+                              std::to_string(peer) + " to reach phase " + std::to_string(phase) + " of call " +
+                              std::to_string(seq) + ": rank " + std::to_string(peer) + " failed (" + why + ")",
+                          peer);
+        }
+      }
       if ((spins & 1023) == 0 && stop_check_) {
         if (std::string why = stop_check_(); !why.empty()) {
           throw Error("cuda_ipc: rank " + std::to_string(rank_) + " stopped waiting for rank " + std::to_string(peer) +
@@ -116,7 +154,8 @@ void HostFlags::wait(int peer, Phase phase, uint64_t seq) const {
         throw TimeoutError("cuda_ipc: rank " + std::to_string(rank_) + " waited " + std::to_string(timeout_.count()) +
                            " ms for rank " + std::to_string(peer) + " to reach phase " + std::to_string(phase) +
                            " of call " + std::to_string(seq) + " (it is at " +
-                           std::to_string(v.load(std::memory_order_relaxed)) + ")");
+                           std::to_string(v.load(std::memory_order_relaxed)) + ")",
+                           peer);
       }
     }
   }

@@ -49,8 +49,13 @@ class HostFlags {
   // This rank reached `phase` of call `seq` (its event record for it is issued).
   void publish(Phase phase, uint64_t seq);
   // Until `peer` published `phase` with a number >= seq; throws TimeoutError after the timeout,
-  // or Error as soon as the stop check (set_stop_check) says why waiting is pointless.
+  // or Error as soon as waiting is pointless: the peer marked itself failed (mark_failed), its
+  // process is gone, or the stop check (set_stop_check) gives a reason.
   void wait(int peer, Phase phase, uint64_t seq) const;
+  // This rank will not go on (its call failed before it published): peers waiting for it stop
+  // at once instead of at their timeout. The engine's group learns of a failure only through
+  // its host transports, which may be idle while the ranks meet here.
+  void mark_failed();
   // Looked at every ~1,000 yields of a wait: a non-empty answer ends it (the engine's group
   // failed: a peer died or aborted, and would never publish).
   void set_stop_check(std::function<std::string()> check) { stop_check_ = std::move(check); }
@@ -70,6 +75,9 @@ class HostFlags {
   int rank_, world_;
   std::chrono::milliseconds timeout_;
   std::function<std::string()> stop_check_;
+  uint64_t pid_namespace_ = 0;  // this process's (0: unknown); peers' pids are checked only in the same one
+  // Empty while `peer` may still come: it did not mark itself failed and its process lives.
+  std::string why_peer_is_gone(int peer) const;
 };
 
 }  // namespace kolo::cuda_ipc

@@ -111,10 +111,38 @@ void check_sums(DataType dtype, const char* what) {
 IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes,
                                     cudaStream_t stream) {
   // 1. Describe the call, then say the input is ready. The lookups may throw (not device
-  // memory): before anything is published, so the sequence stays in step.
+  // memory): before anything is published, so the sequence stays in step. A buffer that cannot
+  // be exported is replaced by a bounce buffer: the input copied in first, on the stream,
+  // before READY is recorded; a shared output copied back after DONE (end_call).
+  Mapped m;
   RegistrationCache::Found fin{0, 0}, fout{0, 0};
-  if (in_bytes > 0) fin = cache_.lookup(in, in_bytes);
-  if (out_bytes > 0) fout = cache_.lookup(out, out_bytes);
+  const void* const user_in = in;
+  if (in_bytes > 0) {
+    fin = cache_.lookup(in, in_bytes);
+    if (fin.gen == 0) {
+      void* b = bounce_in_.get(in_bytes);
+      check(cudaMemcpyAsync(b, in, in_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (into the bounce buffer)");
+      in = b;
+      fin = cache_.lookup(b, in_bytes);
+    }
+  }
+  if (out_bytes > 0) {
+    if (out == user_in && in != user_in) {
+      // In place on memory that cannot be exported: one bounce buffer is input and output.
+      m.copy_back_to = out;
+      m.copy_back_bytes = out_bytes;
+      out = const_cast<void*>(in);
+      fout = fin;
+    } else {
+      fout = cache_.lookup(out, out_bytes);
+      if (fout.gen == 0) {
+        m.copy_back_to = out;
+        m.copy_back_bytes = out_bytes;
+        out = bounce_out_.get(out_bytes);
+        fout = cache_.lookup(out, out_bytes);
+      }
+    }
+  }
   ++seq_;
   CallDesc& mine = flags_.my_desc();
   mine = CallDesc{};
@@ -130,7 +158,6 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
   signal(kReady, stream);
 
   // 2. Every peer's shared buffers, mapped here, once its READY for this call is enqueued.
-  Mapped m;
   m.in[rank_] = static_cast<const char*>(in);
   m.out[rank_] = static_cast<char*>(out);
   for (int p = 0; p < world_; ++p) {
@@ -157,10 +184,12 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
   return m;
 }
 
-void IpcComm::end_call(cudaStream_t stream) {
+void IpcComm::end_call(const Mapped& m, cudaStream_t stream) {
   // 4. Done reading (or writing) the peers' buffers; the stream goes on once they are done with ours.
   signal(kDone, stream);
   handshake(kDone, stream);
+  // After the peers' DONE: nobody writes the bounce buffer any more.
+  copy_async(m.copy_back_to, m.out[rank_], m.copy_back_bytes, stream, "cudaMemcpyAsync (out of the bounce buffer)");
 }
 
 void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
@@ -184,7 +213,7 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   const size_t per = (count + world_ - 1) / world_;
   const size_t slice = (per + width - 1) / width * width;
   auto begin = [&](int p) { return std::min(count, static_cast<size_t>(p) * slice); };
-  void* mine_out[1] = {out};
+  void* mine_out[1] = {m.out[rank_]};
   if (count > 0 && algo == Algo::kOneShot) {
     launch_sum(dtype, mine_out, 1, ins, world_, 0, count, stream);
   } else if (count > 0 && algo == Algo::kLeaderPush) {
@@ -206,11 +235,11 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
       const size_t off = begin(p) * esize;
-      copy_async(static_cast<char*>(out) + off, m.out[p] + off, (begin(p + 1) - begin(p)) * esize, stream,
+      copy_async(m.out[rank_] + off, m.out[p] + off, (begin(p + 1) - begin(p)) * esize, stream,
                  "cudaMemcpyAsync (all-gather of a peer's slice)");
     }
   }
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::reduce_scatter(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
@@ -225,7 +254,7 @@ void IpcComm::reduce_scatter(const void* in, void* out, size_t count, DataType d
     void* dst[1] = {out};
     launch_sum(dtype, dst, 1, slices, world_, 0, count, stream);
   }
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::all_gather(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
@@ -235,7 +264,7 @@ void IpcComm::all_gather(const void* in, void* out, size_t count, DataType dtype
   for (int p = 0; p < world_; ++p)
     copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p], bytes, stream,
                "cudaMemcpyAsync (all-gather of a peer's input)");
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::broadcast(void* buf, size_t count, DataType dtype, int root, cudaStream_t stream) {
@@ -244,7 +273,7 @@ void IpcComm::broadcast(void* buf, size_t count, DataType dtype, int root, cudaS
   const size_t bytes = count * dtype_size(dtype);
   const Mapped m = begin_call({Collective::broadcast, 0, count, dtype, root}, buf, rank_ == root ? bytes : 0, nullptr, 0, stream);
   if (rank_ != root) copy_async(buf, m.in[root], bytes, stream, "cudaMemcpyAsync (broadcast from the root)");
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::reduce(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream) {
@@ -260,7 +289,7 @@ void IpcComm::reduce(const void* in, void* out, size_t count, DataType dtype, in
     void* dst[1] = {out};
     launch_sum(dtype, dst, 1, reinterpret_cast<const void* const*>(m.in), world_, 0, count, stream);
   }
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::all_to_all(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
@@ -271,7 +300,7 @@ void IpcComm::all_to_all(const void* in, void* out, size_t count, DataType dtype
   for (int p = 0; p < world_; ++p)
     copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p] + static_cast<size_t>(rank_) * bytes,
                bytes, stream, "cudaMemcpyAsync (all-to-all block of a peer)");
-  end_call(stream);
+  end_call(m, stream);
 }
 
 void IpcComm::close() {

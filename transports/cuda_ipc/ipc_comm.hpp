@@ -6,9 +6,11 @@
 // byte stream, so it does not fit PairBase).
 //
 // Every call is collective: all ranks call it in the same order with the same count, dtype and
-// algorithm (checked: a mismatch throws). Buffers are device memory from cudaMalloc (any
-// pointer into such an allocation); each rank may pass a different allocation every call, at
-// the cost of one export on first use (see the registration cache). Calls are asynchronous on
+// algorithm (checked: a mismatch throws). Buffers are device memory, any pointer into an
+// allocation; each rank may pass a different allocation every call, at the cost of one export
+// on first use (see the registration cache). Memory cudaIpcGetMemHandle cannot export (managed,
+// pool or cuMemCreate memory) is copied through a buffer of the communicator's own
+// (bounce_buffer.hpp): correct, one device copy slower. Calls are asynchronous on
 // `stream`, like NCCL's: when they return, the work is enqueued; once the stream reaches the
 // end of the call, every peer has finished reading this rank's buffers, so they may be reused.
 #pragma once
@@ -21,6 +23,7 @@
 #include <string>
 #include "kolo/store.hpp"
 #include "kolo/types.hpp"
+#include "transports/cuda_ipc/bounce_buffer.hpp"
 #include "transports/cuda_ipc/host_flags.hpp"
 #include "transports/cuda_ipc/ipc_events.hpp"
 #include "transports/cuda_ipc/registration_cache.hpp"
@@ -88,6 +91,9 @@ class IpcComm {
   const RegistrationCache& cache() const { return cache_; }
   const PeerMappings& mappings() const { return mappings_; }
 
+  // This rank's call failed and it leaves the collective: peers waiting for it stop at once.
+  void abort() noexcept { flags_.mark_failed(); }
+
   // Collective: waits for this process's device work, then for every peer to do the same, so
   // no stream still waits on an event about to be destroyed; then frees everything.
   void close();
@@ -105,17 +111,22 @@ class IpcComm {
     DataType dtype;
     int root;
   };
-  // The call's buffers as this process sees them: its own at index rank_, the peers' mapped.
+  // The call's buffers as this process sees them: its own at index rank_ (a bounce buffer in
+  // place of one that cannot be exported), the peers' mapped.
   struct Mapped {
     const char* in[kMaxRanks] = {};
     char* out[kMaxRanks] = {};
+    // A shared output that was bounced: end_call copies the bounce buffer back to it.
+    void* copy_back_to = nullptr;
+    size_t copy_back_bytes = 0;
   };
   // Steps 1 and 2 of a call (ipc_comm.cpp): describe it, publish READY, check each peer's
   // descriptor against `shape`, map the buffers each peer shares (in_bytes / out_bytes 0: not
-  // shared), and make `stream` wait for the peers' READY.
+  // shared), and make `stream` wait for the peers' READY. A call reads and writes its own
+  // shared buffers through m.in[rank_] and m.out[rank_].
   Mapped begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes, cudaStream_t stream);
-  // Step 4: DONE, and the stream waits for every peer's.
-  void end_call(cudaStream_t stream);
+  // Step 4: DONE, and the stream waits for every peer's; then a bounced output is copied back.
+  void end_call(const Mapped& m, cudaStream_t stream);
   void check_open(const char* what) const;
   // Closes the mappings of peer p's registrations that p has retired since the last call.
   void close_retired_mappings(int p, cudaStream_t stream);
@@ -132,6 +143,7 @@ class IpcComm {
   std::unique_ptr<IpcEvents> events_;  // none in the host-ordered mode
   RegistrationCache cache_;
   PeerMappings mappings_;
+  BounceBuffer bounce_in_{cache_}, bounce_out_{cache_};
   uint64_t seq_ = 0;
   uint64_t retired_seen_[kMaxRanks] = {};
   bool closed_ = false;

@@ -40,6 +40,7 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
     comm_.all_to_all(in, out, count, t, s(stream));
   }
   void forget(const void* ptr) override { comm_.deregister(ptr); }
+  void abort() noexcept override { comm_.abort(); }
   void close() override { comm_.close(); }
 
  private:

@@ -44,19 +44,24 @@ struct Published {
 }  // namespace
 
 AllocationRange allocation_of(const void* ptr) {
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
   unsigned memory_type = 0;
   CUdeviceptr start = 0;
   size_t size = 0;
   unsigned long long id = 0;
-  void* data[] = {&memory_type, &start, &size, &id};
-  const CUresult rc = pointer_get_attributes()(4, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
-  if (rc != CUDA_SUCCESS || memory_type != CU_MEMORYTYPE_DEVICE || start == 0) {
+  unsigned managed = 0;  // bool-valued attributes are written as an int-sized value
+  unsigned ipc_capable = 0;
+  void* data[] = {&memory_type, &start, &size, &id, &managed, &ipc_capable};
+  const CUresult rc = pointer_get_attributes()(6, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
+  // Managed memory reads as host or device memory depending on where its pages are; it is
+  // the caller's GPU memory either way (the bounce path moves it).
+  if (rc != CUDA_SUCCESS || (memory_type != CU_MEMORYTYPE_DEVICE && !managed) || start == 0) {
     throw InvalidArgument("cuda_ipc: buffer " + std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
                           " is not device memory allocated by this process (CUresult " + std::to_string(rc) + ")");
   }
-  return AllocationRange{static_cast<uintptr_t>(start), size, id};
+  return AllocationRange{static_cast<uintptr_t>(start), size, id, ipc_capable != 0 && managed == 0};
 }
 
 RegistrationCache::RegistrationCache(Store& store, std::string prefix, int rank, HostFlags& flags)
@@ -72,6 +77,7 @@ RegistrationCache::Found RegistrationCache::lookup(const void* ptr, size_t bytes
   if (p + bytes > range.base + range.size) {
     throw InvalidArgument("cuda_ipc: buffer of " + std::to_string(bytes) + " bytes runs past the end of its allocation");
   }
+  if (!range.exportable) return Found{0, 0};
   auto it = by_base_.find(range.base);
   if (it != by_base_.end()) {
     const AllocationRange& old = it->second.range;

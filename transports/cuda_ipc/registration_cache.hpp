@@ -30,6 +30,9 @@ struct AllocationRange {
   uintptr_t base = 0;
   size_t size = 0;
   uint64_t buffer_id = 0;
+  // cudaIpcGetMemHandle can export it: plain cudaMalloc memory. Managed memory, a stream-ordered
+  // pool's (cudaMallocAsync) and cuMemCreate's (PyTorch's expandable segments) cannot.
+  bool exportable = false;
 };
 // Throws InvalidArgument when ptr is not device memory of this process.
 AllocationRange allocation_of(const void* ptr);
@@ -43,7 +46,9 @@ class RegistrationCache {
     uint64_t gen;
     uint64_t offset;  // of ptr from the allocation's base
   };
-  // The registration holding [ptr, ptr + bytes), exporting the allocation on a miss.
+  // The registration holding [ptr, ptr + bytes), exporting the allocation on a miss; generation
+  // 0 when the allocation cannot be exported (AllocationRange::exportable: the caller bounces
+  // the data through memory that can, ipc_comm.cpp).
   Found lookup(const void* ptr, size_t bytes);
   // Evicts the allocation holding ptr (call before freeing it); false when it was not cached.
   bool deregister(const void* ptr);
