@@ -285,7 +285,16 @@ WorkPtr ProcessGroup::Impl::issue_device(const CollArgs& args, const Buffer& sen
   for (size_t i = 0; i < staged.host.size(); ++i) {
     const engine::HostOperation& h = staged.host[i];
     engine::DeviceWork::Part& part = w->parts[i];
-    WorkPtr host = issue(h.args, h.send, h.recv, host_opts, var_counts, part.needs_gate() ? &part : nullptr);
+    WorkPtr host;
+    try {
+      host = issue(h.args, h.send, h.recv, host_opts, var_counts, part.needs_gate() ? &part : nullptr);
+    } catch (...) {
+      // The GPU side is queued already: a part that will never run must still raise its flag,
+      // or the copy stream, and with it every later synchronization of the device (cudaFree
+      // too), would wait forever. Seen on an H200: the call after a failure hung the process.
+      for (size_t j = i; j < staged.host.size(); ++j) w->deliver(j, std::current_exception());
+      throw;
+    }
     if (i == 0) engine::WorkAccess::set_seq(*w, host->seq());
     // Each part's end delivers its result to device memory; the callback keeps the DeviceWork
     // (and the gate the engine may still be using) alive until then.

@@ -7,8 +7,10 @@ running on the stream when the operation is issued, a non-default current stream
 then(), synchronize()/is_completed()) and the refusal of host and device tensors in one operation.
 Writes {"checks": N, "failures": [...]} to <out_dir>/<rank>.json."""
 import datetime
+import faulthandler
 import json
 import os
+import sys
 import time
 import traceback
 
@@ -35,6 +37,8 @@ class CudaChecker(Checker):
     the operations' wait() made wait for them) before the comparison. No gloo comparison."""
 
     def run(self, name, fn, ref, inexact=False, with_gloo=False):
+        # Each case named as it starts: a rank that hangs shows where (device-check runs -s).
+        print("rank %d: %s" % (self.rank, name), file=sys.stderr, flush=True)
         try:
             got = fn(self.kolo)
             got = [t.cpu() for t in got] if isinstance(got, (list, tuple)) else got.cpu()
@@ -308,6 +312,8 @@ def refusals(c, dev):
 
 def main(rank, size, init_method, out_dir):
     import kolo_torch  # noqa: F401
+    # Python stacks of a rank still running near the test's timeout (launch(..., timeout=90)).
+    faulthandler.dump_traceback_later(80, exit=False)
     dev = device(rank)
     torch.cuda.set_device(dev)
     dist.init_process_group("kolo", init_method=init_method, rank=rank, world_size=size,

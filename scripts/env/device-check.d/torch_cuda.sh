@@ -8,7 +8,7 @@
 #   ddp          examples/torch/train.py --device cuda under DDP, 2 ranks vs 1 rank with the same
 #                global batch: the same losses (float32 tolerance), printed in the log
 # KOLO_REQUIRE_CUDA=1: a missing GPU or a kolo_torch built without CUDA fails instead of skipping.
-# Timeouts: 100 s + 90 s. One log: $OUT/torch-cuda.log; one summary line.
+# Timeouts: 130 s (the test's own 90 s, plus torch's start) + 90 s. One log: $OUT/torch-cuda.log; one summary line.
 run_torch_cuda() {
   step "torch CUDA: kolo_torch on CUDA tensors, 2 ranks on one GPU"
   local log=$OUT/torch-cuda.log line rc
@@ -23,7 +23,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch
       "devices", torch.cuda.device_count(), "kolo_torch._C.cuda", kolo_torch._C.cuda)'
   } > "$log" 2>&1
   line="torch cuda ($(tail -1 "$log" | sed 's/^torch //')):"
-  for part in "collectives 100" "ddp 90"; do
+  for part in "collectives 130" "ddp 90"; do
     set -- $part
     KOLO_REQUIRE_CUDA=1 timeout -k 5 "$2" python3 tests/torch/run_pytest.py /tmp/py tests/torch/test_cuda.py \
       -q -s -k "$1" > "/tmp/torch-cuda-$1.log" 2>&1
