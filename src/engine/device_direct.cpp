@@ -46,8 +46,8 @@ bool DirectDevice::wants(const algo::CollArgs& a, kernels::DeviceRuntime& rt) co
     default:
       return false;
   }
-  if (a.kind == CollKind::alltoall && a.send == a.recv) return false;  // in place: the staging path does it
-  if (a.kind == CollKind::reduce && a.send == a.recv && a.root == rank_) return false;
+  // Nothing here may depend on this rank's buffers (in place or not): every rank must take the
+  // same path, or one waits for the others on the wrong one. The in-place forms run over IPC too.
   return a.count * a.elem_size() >= min_bytes_;
 }
 

@@ -245,7 +245,8 @@ void cache_checks(IpcComm& comm, cudaStream_t s) {
     DeviceBuffer in(count * 4 + 64), out(count * 4 + 64);
     upload_inputs(in.ptr, DataType::float32, count, g_rank, s);
     const uint64_t before = comm.cache().exports();
-    for (int k = 0; k < 3; ++k) comm.all_reduce(in.ptr, out.ptr, count, DataType::float32, Algo::kOneShot, s);
+    // Two-shot shares both buffers (one-shot shares only the input: peers never touch its output).
+    for (int k = 0; k < 3; ++k) comm.all_reduce(in.ptr, out.ptr, count, DataType::float32, Algo::kTwoShot, s);
     if (comm.cache().exports() != before + 2) return "3 calls on 2 buffers exported " + std::to_string(comm.cache().exports() - before);
     // A pointer 4 bytes into the same allocations: no new export, and a right result.
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");  // the peers are done reading `in`
@@ -360,23 +361,25 @@ std::string collective_case(IpcComm& comm, const std::string& kind, DataType t, 
     why = compare(t, in.ptr, values(root, count), "broadcast");
   } else if (kind == "reduce") {
     upload(in.ptr, encode(t, values(g_rank, count)), s);
-    comm.reduce(in.ptr, g_rank == root ? out.ptr : nullptr, count, t, root, s);
+    void* dst = g_rank != root ? nullptr : in_place ? in.ptr : out.ptr;
+    comm.reduce(in.ptr, dst, count, t, root, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     std::vector<float> want(count);
     for (size_t i = 0; i < count; ++i) want[i] = expected_sum(i);
-    if (g_rank == root) why = compare(t, out.ptr, want, "reduce at the root");
+    if (g_rank == root) why = compare(t, dst, want, "reduce at the root");
     // The input must be left as it was (a peer's kernel reads it; nobody writes it).
-    if (why.empty()) why = compare(t, in.ptr, values(g_rank, count), "reduce's input");
+    if (why.empty() && !(in_place && g_rank == root)) why = compare(t, in.ptr, values(g_rank, count), "reduce's input");
   } else {  // all_to_all: block p of rank r's input is r * 1000 + p-th window of the values
     upload(in.ptr, encode(t, values(g_rank, big)), s);
-    comm.all_to_all(in.ptr, out.ptr, count, t, s);
+    void* dst = in_place ? in.ptr : out.ptr;
+    comm.all_to_all(in.ptr, dst, count, t, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     std::vector<float> want;
     for (int p = 0; p < g_world; ++p) {
       const std::vector<float> v = values(p, count, g_rank * count);
       want.insert(want.end(), v.begin(), v.end());
     }
-    why = compare(t, out.ptr, want, "all_to_all");
+    why = compare(t, dst, want, "all_to_all");
   }
   comm.deregister(in.ptr);
   comm.deregister(out.ptr);
@@ -428,6 +431,18 @@ void collective_checks(IpcComm& comm, cudaStream_t s) {
   run_case("IpcCollective.all_gather/bfloat16/count100003/in_place" + ranks,
            [&] { return collective_case(comm, "all_gather", DataType::bfloat16, 100003, 0, true, s); });
   run_case("IpcCollective.chained_reduce_scatter_all_gather" + ranks, [&] { return chained_kinds_case(comm, s); });
+  // In place through the bounce buffer, and in place on some ranks only (the engine takes the
+  // same path on every rank whatever each one's buffers: device_direct.cpp).
+  run_case("IpcCollective.reduce/float32/count100003/in_place_at_root" + ranks,
+           [&] { return collective_case(comm, "reduce", DataType::float32, 100003, g_world - 1, true, s); });
+  run_case("IpcCollective.all_to_all/bfloat16/count100003/in_place" + ranks,
+           [&] { return collective_case(comm, "all_to_all", DataType::bfloat16, 100003, 0, true, s); });
+  run_case("IpcCollective.all_to_all/float32/count7/in_place_on_even_ranks" + ranks,
+           [&] { return collective_case(comm, "all_to_all", DataType::float32, 7, 0, g_rank % 2 == 0, s); });
+  run_case("IpcAllReduce.one-shot/float32/count100003/in_place" + ranks,
+           [&] { return all_reduce_case(comm, Algo::kOneShot, DataType::float32, 100003, true, s); });
+  run_case("IpcAllReduce.one-shot/bfloat16/count7/in_place_on_even_ranks" + ranks,
+           [&] { return all_reduce_case(comm, Algo::kOneShot, DataType::bfloat16, 7, g_rank % 2 == 0, s); });
 }
 
 // Every collective on memory that cannot be exported (managed, pool): the bounce path, with

@@ -109,7 +109,7 @@ void check_sums(DataType dtype, const char* what) {
 }  // namespace
 
 IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, bool bounce_in) {
   // 1. Describe the call, then say the input is ready. The lookups may throw (not device
   // memory): before anything is published, so the sequence stays in step. A buffer that cannot
   // be exported is replaced by a bounce buffer: the input copied in first, on the stream,
@@ -119,7 +119,7 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
   const void* const user_in = in;
   if (in_bytes > 0) {
     fin = cache_.lookup(in, in_bytes);
-    if (fin.gen == 0) {
+    if (fin.gen == 0 || bounce_in) {
       void* b = bounce_in_.get(in_bytes);
       check(cudaMemcpyAsync(b, in, in_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (into the bounce buffer)");
       in = b;
@@ -197,13 +197,13 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
   check_sums(dtype, "all-reduce");
   if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush && algo != Algo::kLeaderPush)
     throw InvalidArgument("cuda_ipc: unknown algorithm");
-  if (algo == Algo::kOneShot && in == out && world_ > 1) {
-    throw InvalidArgument("cuda_ipc: one-shot all-reduce cannot run in place (peers read the input it overwrites)");
-  }
   const size_t esize = element_size(dtype);
   const size_t bytes = count * esize;
+  // One-shot: peers only read this rank's input, so its output is not shared; in place, peers
+  // would read the input this rank overwrites, so they read a copy of it.
+  const bool one_shot = algo == Algo::kOneShot;
   const Mapped m = begin_call({Collective::all_reduce, static_cast<uint32_t>(algo), count, dtype, 0}, in, bytes, out,
-                              bytes, stream);
+                              one_shot ? 0 : bytes, stream, one_shot && in == out && world_ > 1);
   const void* const* ins = reinterpret_cast<const void* const*>(m.in);
 
   // 3. The kernels.
@@ -280,11 +280,11 @@ void IpcComm::reduce(const void* in, void* out, size_t count, DataType dtype, in
   check_open("reduce");
   check_sums(dtype, "reduce");
   if (root < 0 || root >= world_) throw InvalidArgument("cuda_ipc: reduce root " + std::to_string(root) + " out of range");
-  if (rank_ == root && in == out && world_ > 1 && count > 0) {
-    throw InvalidArgument("cuda_ipc: reduce cannot run in place at the root (peers' sums read its input while it writes)");
-  }
   const size_t bytes = count * element_size(dtype);
-  const Mapped m = begin_call({Collective::reduce, 0, count, dtype, root}, in, bytes, nullptr, 0, stream);
+  // In place at the root: its sum would overwrite the input that the peers' kernels read; they
+  // read a copy of it in the bounce buffer.
+  const Mapped m = begin_call({Collective::reduce, 0, count, dtype, root}, in, bytes, nullptr, 0, stream,
+                              rank_ == root && in == out && world_ > 1);
   if (rank_ == root && count > 0) {
     void* dst[1] = {out};
     launch_sum(dtype, dst, 1, reinterpret_cast<const void* const*>(m.in), world_, 0, count, stream);
@@ -295,8 +295,9 @@ void IpcComm::reduce(const void* in, void* out, size_t count, DataType dtype, in
 void IpcComm::all_to_all(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream) {
   check_open("all_to_all");
   const size_t bytes = count * dtype_size(dtype);
-  if (in == out && world_ > 1 && count > 0) throw InvalidArgument("cuda_ipc: all-to-all cannot run in place");
-  const Mapped m = begin_call({Collective::all_to_all, 0, count, dtype, 0}, in, bytes * world_, out, 0, stream);
+  // In place: block p of the output overwrites block p of the input, which peer p reads.
+  const Mapped m =
+      begin_call({Collective::all_to_all, 0, count, dtype, 0}, in, bytes * world_, out, 0, stream, in == out && world_ > 1);
   for (int p = 0; p < world_; ++p)
     copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p] + static_cast<size_t>(rank_) * bytes,
                bytes, stream, "cudaMemcpyAsync (all-to-all block of a peer)");

@@ -65,9 +65,10 @@ class IpcComm {
   IpcComm(std::shared_ptr<Store> store, int rank, int world) : IpcComm(std::move(store), rank, world, Options{}) {}
   ~IpcComm();  // if close() was not called: releases locally, without the final handshake
 
-  // out[i] = sum over ranks of in[i]. One-shot needs in != out (peers read `in` while this rank
-  // writes `out`); the two-shot algorithms may run in place (each rank touches only its slice
-  // of the inputs while others may read them).
+  // out[i] = sum over ranks of in[i]. Every algorithm runs in place too: the two-shot ones
+  // touch only this rank's slice of the inputs while others may read them; one-shot, whose
+  // peers read the whole input this rank overwrites, copies it to the bounce buffer first.
+  // In or out of place may differ from rank to rank.
   void all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream);
 
   // The other collectives, with NCCL's counts (`count` elements per rank) and in-place forms.
@@ -78,8 +79,10 @@ class IpcComm {
   //                   (in place: out == in + rank * count)
   //   all_gather      out[p * count + i] = in_p[i]; out holds world * count (in place: in == out + rank * count)
   //   broadcast       buf = buf_root (count elements)
-  //   reduce          out_root[i] = sum over ranks of in_p[i]; other ranks' out is not used (may be null)
-  //   all_to_all      out[p * count + i] = in_p[rank * count + i]; both hold world * count; not in place
+  //   reduce          out_root[i] = sum over ranks of in_p[i]; other ranks' out is not used (may be
+  //                   null); in place at the root through the bounce buffer
+  //   all_to_all      out[p * count + i] = in_p[rank * count + i]; both hold world * count; in place
+  //                   through the bounce buffer
   void reduce_scatter(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
   void all_gather(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
   void broadcast(void* buf, size_t count, DataType dtype, int root, cudaStream_t stream);
@@ -124,7 +127,11 @@ class IpcComm {
   // descriptor against `shape`, map the buffers each peer shares (in_bytes / out_bytes 0: not
   // shared), and make `stream` wait for the peers' READY. A call reads and writes its own
   // shared buffers through m.in[rank_] and m.out[rank_].
-  Mapped begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes, cudaStream_t stream);
+  // bounce_in: copy the input to the bounce buffer even when it could be exported, because this
+  // rank writes its output over it while peers read it (the in-place forms of one-shot, reduce
+  // and all-to-all).
+  Mapped begin_call(const Shape& shape, const void* in, size_t in_bytes, void* out, size_t out_bytes, cudaStream_t stream,
+                    bool bounce_in = false);
   // Step 4: DONE, and the stream waits for every peer's; then a bounced output is copied back.
   void end_call(const Mapped& m, cudaStream_t stream);
   void check_open(const char* what) const;

@@ -2,8 +2,7 @@
 // CUDA is built. All-reduce picks its algorithm by size: one-shot below KOLO_CUDA_IPC_TWO_SHOT_BYTES
 // (every rank reads every input: one kernel, the fewest steps), two-shot-push from there (each
 // input read once, each output written once: the least memory traffic, made for ranks sharing
-// one GPU's memory); one-shot cannot run in place, so an in-place call below the threshold
-// takes two-shot-push too.
+// one GPU's memory). The choice depends on the size alone, the same on every rank.
 #include "common/config.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/ipc_comm.hpp"
@@ -21,8 +20,10 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
   const char* name() const override { return "cuda_ipc"; }
   bool supports_sum(DataType t) const override { return allreduce_supports(t); }
   void all_reduce(const void* in, void* out, size_t count, DataType t, void* stream) override {
+    // By size alone: every rank must choose the same algorithm, and in or out of place may
+    // differ between ranks.
     const bool small = count * element_size(t) < two_shot_bytes_;
-    comm_.all_reduce(in, out, count, t, small && in != out ? Algo::kOneShot : Algo::kTwoShotPush, s(stream));
+    comm_.all_reduce(in, out, count, t, small ? Algo::kOneShot : Algo::kTwoShotPush, s(stream));
   }
   void reduce_scatter(const void* in, void* out, size_t count, DataType t, void* stream) override {
     comm_.reduce_scatter(in, out, count, t, s(stream));
