@@ -1,7 +1,9 @@
 // kolo-ipc-test: the CUDA IPC all-reduce (transports/cuda_ipc) across real processes sharing
 // one GPU. Launch it with kolorun (RANK, WORLD_SIZE, MASTER_ADDR/PORT); every rank uses device
-// KOLO_IPC_DEVICE (default 0). KOLO_IPC_HOST_ORDERED=1 orders the calls on the host instead of
-// with IPC events (IpcComm::Options::host_ordered), to tell the two kinds of fault apart.
+// KOLO_IPC_DEVICE (default 0). KOLO_IPC_ORDERING=events (default), flags or host chooses how
+// streams wait for peers (IpcComm::Options::Ordering): the bench's latency of each, and host,
+// which has no GPU-side wait, tells a fault of the GPU ordering apart from one of the memory or
+// the kernels (KOLO_IPC_HOST_ORDERED=1 is the old spelling of host).
 //
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
@@ -575,7 +577,18 @@ int run(bool do_bench) {
   g_world = env.world_size;
   const char* dev_env = std::getenv("KOLO_IPC_DEVICE");
   const char* host_env = std::getenv("KOLO_IPC_HOST_ORDERED");
-  const bool host_ordered = host_env != nullptr && std::strcmp(host_env, "1") == 0;
+  const char* ordering_env = std::getenv("KOLO_IPC_ORDERING");
+  std::string ordering_name = ordering_env != nullptr ? ordering_env : "events";
+  if (host_env != nullptr && std::strcmp(host_env, "1") == 0) ordering_name = "host";
+  IpcComm::Options::Ordering ordering = IpcComm::Options::Ordering::events;
+  if (ordering_name == "flags") {
+    ordering = IpcComm::Options::Ordering::flags;
+  } else if (ordering_name == "host") {
+    ordering = IpcComm::Options::Ordering::host;
+  } else if (ordering_name != "events") {
+    std::fprintf(stderr, "kolo-ipc-test: KOLO_IPC_ORDERING=%s: expected events, flags or host\n", ordering_name.c_str());
+    return 2;
+  }
   const int device = dev_env != nullptr ? std::atoi(dev_env) : 0;
   check(cudaSetDevice(device), "cudaSetDevice");
   std::shared_ptr<kolo::Store> store;
@@ -597,7 +610,9 @@ int run(bool do_bench) {
     int mode = -1;
     (void)cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
     std::printf("[==========] kolo-ipc-test: %d ranks on %s (compute mode %d), %s\n", g_world, prop.name, mode,
-                host_ordered ? "host-ordered (KOLO_IPC_HOST_ORDERED=1, no IPC event waits)" : "ordered by IPC events");
+                ordering_name == "host"    ? "ordered on the host alone (no GPU-side waits)"
+                : ordering_name == "flags" ? "ordered by flags in the shared segment (cuStreamWaitValue64)"
+                                           : "ordered by IPC events");
     std::fflush(stdout);
   }
   cudaStream_t s;
@@ -606,7 +621,7 @@ int run(bool do_bench) {
     IpcComm::Options opts;
     opts.prefix = "ipc-test";
     opts.timeout = std::chrono::seconds(30);
-    opts.host_ordered = host_ordered;
+    opts.ordering = ordering;
     IpcComm comm(store, g_rank, g_world, opts);
     correctness(comm, s);
     collective_checks(comm, s);

@@ -37,6 +37,7 @@ struct alignas(64) RankArea {
   std::atomic<int64_t> pid{0};
   std::atomic<uint64_t> pid_namespace{0};
   Counter failed;  // 1: the rank's call failed and it will not publish again (mark_failed)
+  Counter gpu[kNumEventPhases];  // written by the rank's stream (gpu_word)
 };
 
 uint64_t own_pid_namespace() {
@@ -159,6 +160,12 @@ void HostFlags::wait(int peer, Phase phase, uint64_t seq) const {
       }
     }
   }
+}
+
+uint64_t* HostFlags::gpu_word(int rank, Phase phase) {
+  // The atomic's object representation is the plain 64-bit word the GPU writes.
+  static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+  return reinterpret_cast<uint64_t*>(&seg_->rank[rank].gpu[phase].value);
 }
 
 CallDesc& HostFlags::my_desc() { return seg_->rank[rank_].desc; }

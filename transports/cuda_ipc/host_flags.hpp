@@ -60,6 +60,14 @@ class HostFlags {
   // failed: a peer died or aborted, and would never publish).
   void set_stop_check(std::function<std::string()> check) { stop_check_ = std::move(check); }
 
+  // The word of `rank`'s `phase` (kReady, kMid, kDone) that GPU streams write and wait on in the
+  // flag-ordered mode (gpu_flags.hpp), apart from the host's counters: a stream writes it when
+  // it gets there, the host publishes when the call is issued.
+  uint64_t* gpu_word(int rank, Phase phase);
+  // The whole segment, for registering it with CUDA (gpu_flags.hpp).
+  void* segment() const { return seg_; }
+  size_t segment_bytes() const { return bytes_; }
+
   CallDesc& my_desc();
   const CallDesc& desc(int peer) const;
 

@@ -42,8 +42,10 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
       world_(world),
       opts_(std::move(opts)),
       flags_(*store_, opts_.prefix, rank, world, opts_.timeout),
-      events_(opts_.host_ordered ? nullptr
-                                 : std::make_unique<IpcEvents>(*store_, opts_.prefix, rank, world, opts_.timeout)),
+      events_(opts_.ordering == Options::Ordering::events
+                  ? std::make_unique<IpcEvents>(*store_, opts_.prefix, rank, world, opts_.timeout)
+                  : nullptr),
+      gpu_flags_(opts_.ordering == Options::Ordering::flags ? std::make_unique<GpuFlags>(flags_, rank) : nullptr),
       cache_(*store_, opts_.prefix, rank, flags_),
       mappings_(*store_, opts_.prefix) {
   if (opts_.stop_check) flags_.set_stop_check(opts_.stop_check);
@@ -55,17 +57,24 @@ void IpcComm::handshake(Phase phase, cudaStream_t stream) {
   for (int p = 0; p < world_; ++p) {
     if (p == rank_) continue;
     flags_.wait(p, phase, seq_);
-    if (events_) events_->wait(p, phase, stream);
+    gpu_wait(p, phase, stream);
   }
 }
 
+void IpcComm::gpu_wait(int p, Phase phase, cudaStream_t stream) {
+  if (events_) events_->wait(p, phase, stream);
+  if (gpu_flags_) gpu_flags_->wait(p, phase, seq_, stream);
+}
+
 void IpcComm::signal(Phase phase, cudaStream_t stream) {
-  if (opts_.host_ordered) {
-    // The diagnostic mode: the phase is published only once this rank's work before it is
-    // complete, so the peers need no GPU-side wait at all.
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (host-ordered mode)");
-  } else {
-    events_->record(phase, stream);
+  switch (opts_.ordering) {
+    case Options::Ordering::events: events_->record(phase, stream); break;
+    case Options::Ordering::flags: gpu_flags_->write(rank_, phase, seq_, stream); break;
+    case Options::Ordering::host:
+      // The phase is published only once this rank's work before it is complete, so the
+      // peers need no GPU-side wait at all.
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (host-ordered mode)");
+      break;
   }
   flags_.publish(phase, seq_);
 }
@@ -179,7 +188,7 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
     }
     if (d.gen_in != 0) m.in[p] = mappings_.get(p, d.gen_in) + d.off_in;
     if (d.gen_out != 0) m.out[p] = mappings_.get(p, d.gen_out) + d.off_out;
-    if (events_) events_->wait(p, kReady, stream);
+    gpu_wait(p, kReady, stream);
   }
   return m;
 }

@@ -24,6 +24,7 @@
 #include "kolo/store.hpp"
 #include "kolo/types.hpp"
 #include "transports/cuda_ipc/bounce_buffer.hpp"
+#include "transports/cuda_ipc/gpu_flags.hpp"
 #include "transports/cuda_ipc/host_flags.hpp"
 #include "transports/cuda_ipc/ipc_events.hpp"
 #include "transports/cuda_ipc/registration_cache.hpp"
@@ -52,10 +53,15 @@ class IpcComm {
   struct Options {
     std::string prefix = "cuda_ipc";  // store keys; distinct per communicator of one job
     std::chrono::milliseconds timeout{120000};  // each host wait and store wait
-    // Diagnostic: order calls on the host alone (each phase published once this rank's stream
-    // has finished the work before it; no IPC event waits). Slow, but it tells a fault of the
-    // event ordering apart from one of the shared memory or the kernels.
-    bool host_ordered = false;
+    // How a stream is made to wait for a peer's phase (the host handshake comes first in each):
+    //   events  interprocess events (ipc_events.hpp), the default;
+    //   flags   64-bit words in the shared segment written and waited on by the streams
+    //           (gpu_flags.hpp);
+    //   host    none: a phase is published only once this rank's stream has finished the work
+    //           before it. Slow, but it tells a fault of the GPU-side ordering apart from one of
+    //           the shared memory or the kernels.
+    enum class Ordering { events, flags, host };
+    Ordering ordering = Ordering::events;
     // Why a host wait should give up before its timeout (non-empty: give up), e.g. the engine's
     // group has failed; looked at while waiting (host_flags.hpp).
     std::function<std::string()> stop_check;
@@ -140,14 +146,18 @@ class IpcComm {
   // Waits (host) for every peer's `phase` of the current call, then makes `stream` wait (GPU)
   // on each peer's event for it.
   void handshake(Phase phase, cudaStream_t stream);
-  // This rank reached `phase` on `stream`: records its event, then publishes the phase.
+  // This rank reached `phase` on `stream`: records its event (or writes its flag), then
+  // publishes the phase.
   void signal(Phase phase, cudaStream_t stream);
+  // `stream` waits (GPU) for peer p's `phase` of the current call, whose issue the host saw.
+  void gpu_wait(int p, Phase phase, cudaStream_t stream);
 
   std::shared_ptr<Store> store_;
   int rank_, world_;
   Options opts_;
   HostFlags flags_;
-  std::unique_ptr<IpcEvents> events_;  // none in the host-ordered mode
+  std::unique_ptr<IpcEvents> events_;   // Ordering::events only
+  std::unique_ptr<GpuFlags> gpu_flags_;  // Ordering::flags only
   RegistrationCache cache_;
   PeerMappings mappings_;
   BounceBuffer bounce_in_{cache_}, bounce_out_{cache_};

@@ -4,12 +4,21 @@
 // input read once, each output written once: the least memory traffic, made for ranks sharing
 // one GPU's memory). The choice depends on the size alone, the same on every rank.
 #include "common/config.hpp"
+#include "kolo/error.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/ipc_comm.hpp"
 #include "transports/device_collectives.hpp"
 
 namespace kolo::cuda_ipc {
 namespace {
+
+IpcComm::Options::Ordering ordering_setting() {
+  const std::string v = config::get_string("KOLO_CUDA_IPC_ORDERING");
+  if (v == "events") return IpcComm::Options::Ordering::events;
+  if (v == "flags") return IpcComm::Options::Ordering::flags;
+  if (v == "host") return IpcComm::Options::Ordering::host;
+  throw InvalidArgument("KOLO_CUDA_IPC_ORDERING=" + v + ": expected events, flags or host");
+}
 
 class IpcDeviceCollectives final : public transport::DeviceCollectives {
  public:
@@ -50,6 +59,7 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
     io.prefix = o.prefix;
     io.timeout = o.timeout;
     io.stop_check = o.stop_check;
+    io.ordering = ordering_setting();
     return io;
   }
   static cudaStream_t s(void* stream) { return static_cast<cudaStream_t>(stream); }

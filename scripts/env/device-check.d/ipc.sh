@@ -28,8 +28,8 @@ run_ipc() {
     summary+=("ipc: $exe or kolorun missing (prepare_ipc, carry .devcarry)"); return
   fi
   : > "$log"
-  # Bounds: 60 + 35 + 35 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill: under
-  # 160 s even if every run hangs (a rank's own waits give up after 30 s, and kolorun then
+  # Bounds: 60 + 35 + 35 + 2 x 30 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill:
+  # under 225 s even if every run hangs (about 15 s when all goes well) (a rank's own waits give up after 30 s, and kolorun then
   # stops the others, so a hang usually ends in a message before the bound).
   ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
     local label=$1 limit=$2 n=$3 t0 rc; shift 3
@@ -49,8 +49,14 @@ run_ipc() {
   # Something failed: once more at 2 ranks ordered on the host alone (no IPC event waits), which
   # tells a fault of the event ordering apart from one of the mapped memory or the kernels.
   if [ $bad = 1 ] || grep -qE '^\[  FAILED  \]' "$log"; then
-    ipc_run 2r-host-ordered 20 2 KOLO_IPC_HOST_ORDERED=1 --
+    ipc_run 2r-host-ordered 20 2 KOLO_IPC_ORDERING=host --
   fi
+  # The other orderings, checks and bench at 2 ranks: which costs least where ranks share a GPU
+  # (events cost ~280 us per call in runs 6-7). IPC_ORDERINGS= skips them.
+  local o
+  for o in ${IPC_ORDERINGS-flags host}; do
+    ipc_run "2r-$o" 30 2 KOLO_IPC_ORDERING="$o" -- --bench || bad=1
+  done
   local passed failed skipped
   passed=$(grep -cE '^\[       OK \]' "$log")
   failed=$(grep -cE '^\[  FAILED  \]' "$log")
@@ -58,6 +64,7 @@ run_ipc() {
   line+=" (OK lines $passed, FAILED lines $failed, SKIPPED lines $skipped)"
   # The measured targets: the copy's rate, and per algorithm the 8 B time and the 256 MiB ratio.
   line+=" $(grep -hoE '^BENCH copy .*' "$log" | head -1)"
+  # (one group per run with --bench, in the order run: events, then IPC_ORDERINGS)
   line+=" $(grep -hE '^SUMMARY ipc' "$log" | sed -E 's/^SUMMARY ipc allreduce //; s/ \(target.*//' | tr '\n' ';')"
   summary+=("$line")
   grep -E '^(BENCH|SUMMARY|\[  FAILED|\[  PASSED|\[  SKIPPED|== )' "$log"
