@@ -36,6 +36,8 @@ class DeviceCollectives {
   virtual void broadcast(void* buf, size_t count, DataType t, int root, void* stream) = 0;
   virtual void reduce(const void* in, void* out, size_t count, DataType t, int root, void* stream) = 0;
   virtual void all_to_all(const void* in, void* out, size_t count, DataType t, void* stream) = 0;
+  virtual void gather(const void* in, void* out, size_t count, DataType t, int root, void* stream) = 0;
+  virtual void scatter(const void* in, void* out, size_t count, DataType t, int root, void* stream) = 0;
   // A buffer about to be freed: forget its registration (peers close their mappings).
   virtual void forget(const void* ptr) = 0;
   // This rank's call failed and it will not go on: peers waiting for it stop at once (with

@@ -42,6 +42,8 @@ bool DirectDevice::wants(const algo::CollArgs& a, kernels::DeviceRuntime& rt) co
     case CollKind::allgather:
     case CollKind::broadcast:
     case CollKind::alltoall:
+    case CollKind::gather:
+    case CollKind::scatter:
       break;
     default:
       return false;
@@ -74,6 +76,8 @@ WorkPtr DirectDevice::run(const algo::CollArgs& a, kernels::DeviceRuntime& rt, v
       case CollKind::allgather: comm_->all_gather(a.send, a.recv, n, a.dtype, stream); break;
       case CollKind::broadcast: comm_->broadcast(const_cast<void*>(a.send), n, a.dtype, a.root, stream); break;
       case CollKind::alltoall: comm_->all_to_all(a.send, a.recv, n, a.dtype, stream); break;
+      case CollKind::gather: comm_->gather(a.send, a.recv, n, a.dtype, a.root, stream); break;
+      case CollKind::scatter: comm_->scatter(a.send, a.recv, n, a.dtype, a.root, stream); break;
       default: throw Error("not a direct device collective");
     }
   } catch (const std::exception& e) {

@@ -10,7 +10,7 @@
 // Checks: every element of one-shot, two-shot, two-shot-push and leader-push all-reduce (float32, bfloat16)
 // at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and
 // the registration cache (reuse, interior pointers, deregister, a freed and reallocated
-// buffer); reduce-scatter, all-gather, broadcast, reduce and all-to-all (every element, counts
+// buffer); reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather and scatter (every element, counts
 // 0, 1, 7, 100003, both roots, in place where allowed, a chain of mixed kinds). --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
@@ -371,6 +371,22 @@ std::string collective_case(IpcComm& comm, const std::string& kind, DataType t, 
     if (g_rank == root) why = compare(t, dst, want, "reduce at the root");
     // The input must be left as it was (a peer's kernel reads it; nobody writes it).
     if (why.empty() && !(in_place && g_rank == root)) why = compare(t, in.ptr, values(g_rank, count), "reduce's input");
+  } else if (kind == "gather") {
+    upload(in.ptr, encode(t, values(g_rank, count)), s);
+    comm.gather(in.ptr, g_rank == root ? out.ptr : nullptr, count, t, root, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::vector<float> want;
+    for (int p = 0; p < g_world; ++p) {
+      const std::vector<float> v = values(p, count);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    if (g_rank == root) why = compare(t, out.ptr, want, "gather at the root");
+  } else if (kind == "scatter") {
+    // The root's input: world * count, the element index running over the whole buffer.
+    upload(in.ptr, encode(t, values(g_rank == root ? root : 100 + g_rank, big)), s);
+    comm.scatter(g_rank == root ? in.ptr : nullptr, out.ptr, count, t, root, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    why = compare(t, out.ptr, values(root, count, g_rank * count), "scatter");
   } else {  // all_to_all: block p of rank r's input is r * 1000 + p-th window of the values
     upload(in.ptr, encode(t, values(g_rank, big)), s);
     void* dst = in_place ? in.ptr : out.ptr;
@@ -415,9 +431,10 @@ std::string chained_kinds_case(IpcComm& comm, cudaStream_t s) {
 
 void collective_checks(IpcComm& comm, cudaStream_t s) {
   const std::string ranks = "/ranks" + std::to_string(g_world);
-  for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"}) {
+  for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather", "scatter"}) {
     const bool sums = std::strcmp(kind, "reduce_scatter") == 0 || std::strcmp(kind, "reduce") == 0;
-    const bool rooted = std::strcmp(kind, "broadcast") == 0 || std::strcmp(kind, "reduce") == 0;
+    const bool rooted = std::strcmp(kind, "broadcast") == 0 || std::strcmp(kind, "reduce") == 0 ||
+                        std::strcmp(kind, "gather") == 0 || std::strcmp(kind, "scatter") == 0;
     std::vector<DataType> types = {DataType::float32, DataType::bfloat16};
     if (!sums) types.push_back(DataType::int64);
     for (DataType t : types)
@@ -461,7 +478,7 @@ void unexportable_memory_checks(IpcComm& comm, cudaStream_t s) {
         run_case(std::string("IpcBounce.all_reduce/") + kolo::cuda_ipc::algo_name(algo) + "/in_place" + m + ranks,
                  [&] { return all_reduce_case(comm, algo, DataType::bfloat16, 100003, true, s); });
     }
-    for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"})
+    for (const char* kind : {"reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "gather", "scatter"})
       run_case(std::string("IpcBounce.") + kind + m + ranks,
                [&] { return collective_case(comm, kind, DataType::float32, 100003, g_world - 1, false, s); });
     run_case("IpcBounce.chained/two-shot-push" + m + ranks, [&] { return chained_case(comm, Algo::kTwoShotPush, s); });

@@ -93,8 +93,8 @@ TEST(DeviceDirect, TakesTheCollectivesCudaIpcDoesAndNothingElse) {
   EXPECT_FALSE(d.wants(args(CollKind::allreduce, DataType::int32, 1024), cuda)) << "no integer sums";
   EXPECT_FALSE(d.wants(args(CollKind::allreduce, DataType::float32, 1024, ReduceKind::max), cuda)) << "sum only";
   EXPECT_FALSE(d.wants(args(CollKind::allreduce, DataType::float64, 1024), cuda)) << "no float64 sums";
-  EXPECT_FALSE(d.wants(args(CollKind::gather, DataType::float32, 1024), cuda));
-  EXPECT_FALSE(d.wants(args(CollKind::scatter, DataType::float32, 1024), cuda));
+  EXPECT_TRUE(d.wants(args(CollKind::gather, DataType::float64, 1024), cuda));
+  EXPECT_TRUE(d.wants(args(CollKind::scatter, DataType::int8, 1024), cuda));
   EXPECT_FALSE(d.wants(args(CollKind::send, DataType::float32, 1024), cuda));
   // In place or not is a rank's own business (a reduce's root may be in place, the others not):
   // the answer must not change with it, or the ranks would take different paths and wait.

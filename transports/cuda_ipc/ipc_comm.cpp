@@ -100,7 +100,8 @@ void IpcComm::check_open(const char* what) const {
 namespace {
 
 const char* collective_name(uint32_t kind) {
-  static const char* const kNames[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"};
+  static const char* const kNames[] = {"?",      "all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                       "reduce", "all_to_all", "gather",         "scatter"};
   return kind < sizeof(kNames) / sizeof(kNames[0]) ? kNames[kind] : "?";
 }
 
@@ -310,6 +311,30 @@ void IpcComm::all_to_all(const void* in, void* out, size_t count, DataType dtype
   for (int p = 0; p < world_; ++p)
     copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p] + static_cast<size_t>(rank_) * bytes,
                bytes, stream, "cudaMemcpyAsync (all-to-all block of a peer)");
+  end_call(m, stream);
+}
+
+void IpcComm::gather(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream) {
+  check_open("gather");
+  if (root < 0 || root >= world_) throw InvalidArgument("cuda_ipc: gather root " + std::to_string(root) + " out of range");
+  const size_t bytes = count * dtype_size(dtype);
+  // Every input is shared; the root alone writes, into its own output.
+  const Mapped m = begin_call({Collective::gather, 0, count, dtype, root}, in, bytes, nullptr, 0, stream);
+  if (rank_ == root)
+    for (int p = 0; p < world_; ++p)
+      copy_async(static_cast<char*>(out) + static_cast<size_t>(p) * bytes, m.in[p], bytes, stream,
+                 "cudaMemcpyAsync (gather of a peer's input)");
+  end_call(m, stream);
+}
+
+void IpcComm::scatter(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream) {
+  check_open("scatter");
+  if (root < 0 || root >= world_) throw InvalidArgument("cuda_ipc: scatter root " + std::to_string(root) + " out of range");
+  const size_t bytes = count * dtype_size(dtype);
+  // The root's input alone is shared; every rank copies its block of it.
+  const Mapped m = begin_call({Collective::scatter, 0, count, dtype, root}, in, rank_ == root ? bytes * world_ : 0, nullptr,
+                              0, stream);
+  copy_async(out, m.in[root] + static_cast<size_t>(rank_) * bytes, bytes, stream, "cudaMemcpyAsync (scatter from the root)");
   end_call(m, stream);
 }
 

@@ -89,11 +89,15 @@ class IpcComm {
   //                   null); in place at the root through the bounce buffer
   //   all_to_all      out[p * count + i] = in_p[rank * count + i]; both hold world * count; in place
   //                   through the bounce buffer
+  //   gather          out_root[p * count + i] = in_p[i]; other ranks' out is not used (may be null)
+  //   scatter         out[i] = in_root[rank * count + i]; other ranks' in is not used (may be null)
   void reduce_scatter(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
   void all_gather(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
   void broadcast(void* buf, size_t count, DataType dtype, int root, cudaStream_t stream);
   void reduce(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
   void all_to_all(const void* in, void* out, size_t count, DataType dtype, cudaStream_t stream);
+  void gather(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
+  void scatter(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
 
   // Evicts the registration holding ptr; call before freeing a buffer used in a collective.
   bool deregister(const void* ptr) { return cache_.deregister(ptr); }
@@ -111,7 +115,7 @@ class IpcComm {
   int world() const { return world_; }
 
  private:
-  enum class Collective : uint32_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, all_to_all };
+  enum class Collective : uint32_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter };
   // What every rank must agree on in one call (checked against each peer's descriptor).
   struct Shape {
     Collective kind;

@@ -49,6 +49,12 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
   void all_to_all(const void* in, void* out, size_t count, DataType t, void* stream) override {
     comm_.all_to_all(in, out, count, t, s(stream));
   }
+  void gather(const void* in, void* out, size_t count, DataType t, int root, void* stream) override {
+    comm_.gather(in, out, count, t, root, s(stream));
+  }
+  void scatter(const void* in, void* out, size_t count, DataType t, int root, void* stream) override {
+    comm_.scatter(in, out, count, t, root, s(stream));
+  }
   void forget(const void* ptr) override { comm_.deregister(ptr); }
   void abort() noexcept override { comm_.abort(); }
   void close() override { comm_.close(); }
