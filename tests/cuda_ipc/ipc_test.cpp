@@ -69,6 +69,7 @@ float expected_sum(size_t i) {
 // cudaIpcGetMemHandle refuses (managed; a stream-ordered pool's, as cudaMallocAsync and
 // PyTorch's caching allocator in its async mode give), which the comm bounces through its own.
 enum class Mem { device, managed, pool };
+std::string g_ordering = "events";  // KOLO_IPC_ORDERING, named in the bench's lines
 Mem g_mem = Mem::device;
 const char* mem_name(Mem m) { return m == Mem::device ? "device" : m == Mem::managed ? "managed" : "pool"; }
 
@@ -554,6 +555,23 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     comm.all_reduce(in.ptr, out.ptr, 1, DataType::float32, Algo::kOneShot, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   };
+  // The parts of a small call (issue 44: "report the parts"): the host handshakes alone (two
+  // phases, no stream), a call that moves nothing (both handshakes and the GPU-side waits of
+  // this ordering), against the kernel alone above and the 8 B all-reduces below.
+  {
+    align();
+    const int rounds = 2000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < rounds; ++i) comm.host_barrier();
+    const double host_handshake = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / rounds;
+    double barrier_host_us = 0;
+    const double barrier = time_per_call(s, 100, 7, align, [&] { comm.barrier(s); }, &barrier_host_us);
+    if (g_rank == 0) {
+      std::printf("BENCH parts ordering=%s ranks=%d host_handshake_us=%.2f barrier_gpu_us=%.2f barrier_host_us=%.2f\n",
+                  g_ordering.c_str(), g_world, host_handshake * 1e6, barrier * 1e6, barrier_host_us);
+      std::fflush(stdout);
+    }
+  }
   const double n = g_world;
   for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
@@ -597,6 +615,7 @@ int run(bool do_bench) {
   const char* ordering_env = std::getenv("KOLO_IPC_ORDERING");
   std::string ordering_name = ordering_env != nullptr ? ordering_env : "events";
   if (host_env != nullptr && std::strcmp(host_env, "1") == 0) ordering_name = "host";
+  g_ordering = ordering_name;
   IpcComm::Options::Ordering ordering = IpcComm::Options::Ordering::events;
   if (ordering_name == "flags") {
     ordering = IpcComm::Options::Ordering::flags;

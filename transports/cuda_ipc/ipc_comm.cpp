@@ -100,8 +100,9 @@ void IpcComm::check_open(const char* what) const {
 namespace {
 
 const char* collective_name(uint32_t kind) {
-  static const char* const kNames[] = {"?",      "all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                       "reduce", "all_to_all", "gather",         "scatter"};
+  static const char* const kNames[] = {"?",          "all_reduce", "reduce_scatter", "all_gather",
+                                       "broadcast",  "reduce",     "all_to_all",     "gather",
+                                       "scatter",    "barrier",    "host_barrier"};
   return kind < sizeof(kNames) / sizeof(kNames[0]) ? kNames[kind] : "?";
 }
 
@@ -336,6 +337,24 @@ void IpcComm::scatter(const void* in, void* out, size_t count, DataType dtype, i
                               0, stream);
   copy_async(out, m.in[root] + static_cast<size_t>(rank_) * bytes, bytes, stream, "cudaMemcpyAsync (scatter from the root)");
   end_call(m, stream);
+}
+
+void IpcComm::barrier(cudaStream_t stream) {
+  check_open("barrier");
+  const Mapped m = begin_call({Collective::barrier, 0, 0, DataType::uint8, 0}, nullptr, 0, nullptr, 0, stream);
+  end_call(m, stream);
+}
+
+void IpcComm::host_barrier() {
+  check_open("host_barrier");
+  // A call number of its own whose phases no stream records or writes: a later call's GPU
+  // waits are for that call's number, which only its own records satisfy.
+  ++seq_;
+  for (Phase phase : {kReady, kDone}) {
+    flags_.publish(phase, seq_);
+    for (int p = 0; p < world_; ++p)
+      if (p != rank_) flags_.wait(p, phase, seq_);
+  }
 }
 
 void IpcComm::close() {

@@ -99,6 +99,12 @@ class IpcComm {
   void gather(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
   void scatter(const void* in, void* out, size_t count, DataType dtype, int root, cudaStream_t stream);
 
+  // The parts of a call's cost, for the bench (issue 44 asks for them at 8 B): a call that
+  // moves nothing but has both handshakes and their GPU-side waits (barrier), and the host
+  // handshakes alone, with no stream involved (host_barrier).
+  void barrier(cudaStream_t stream);
+  void host_barrier();
+
   // Evicts the registration holding ptr; call before freeing a buffer used in a collective.
   bool deregister(const void* ptr) { return cache_.deregister(ptr); }
   const RegistrationCache& cache() const { return cache_; }
@@ -115,7 +121,9 @@ class IpcComm {
   int world() const { return world_; }
 
  private:
-  enum class Collective : uint32_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter };
+  enum class Collective : uint32_t {
+    all_reduce = 1, reduce_scatter, all_gather, broadcast, reduce, all_to_all, gather, scatter, barrier, host_barrier
+  };
   // What every rank must agree on in one call (checked against each peer's descriptor).
   struct Shape {
     Collective kind;

@@ -64,6 +64,7 @@ run_ipc() {
   line+=" (OK lines $passed, FAILED lines $failed, SKIPPED lines $skipped)"
   # The measured targets: the copy's rate, and per algorithm the 8 B time and the 256 MiB ratio.
   line+=" $(grep -hoE '^BENCH copy .*' "$log" | head -1)"
+  line+=" $(grep -hE '^BENCH parts ' "$log" | sed 's/^BENCH parts //' | tr '\n' ';')"
   # (one group per run with --bench, in the order run: events, then IPC_ORDERINGS)
   line+=" $(grep -hE '^SUMMARY ipc' "$log" | sed -E 's/^SUMMARY ipc allreduce //; s/ \(target.*//' | tr '\n' ';')"
   summary+=("$line")
