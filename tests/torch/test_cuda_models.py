@@ -13,7 +13,7 @@ trained by one process on the whole batch (models_worker.py; both in the same pr
 
 The CUDA tests skip as test_cuda.py's do (no GPU, or kolo_torch built without CUDA), and fail
 instead under KOLO_REQUIRE_CUDA=1 (scripts/env/device-check.d/torch_cuda.sh sets it). Time on
-2 CPU cores: fsdp2 cpu ~25 s, gathered batchnorm ~15 s."""
+2 CPU cores: fsdp2 cpu ~30 s (torch 2.14), gathered batchnorm ~8 s (torch 1.13, CI)."""
 import json
 
 import pytest
@@ -115,7 +115,7 @@ def test_fsdp2_on_one_gpu_matches_one_process(tmp_path):
 
 @needs_fsdp2
 def test_fsdp2_on_cpu_matches_one_process(tmp_path):
-    check_fsdp2("cpu", tmp_path, 240)
+    check_fsdp2("cpu", tmp_path, 400)  # 30 s idle; 4 min seen on 2 cores loaded 10x
 
 
 @needs_cuda
@@ -124,4 +124,4 @@ def test_sync_batchnorm_on_one_gpu_matches_one_process(tmp_path):
 
 
 def test_gathered_batchnorm_on_cpu_matches_one_process(tmp_path):
-    check_batchnorm("gatheredbn", "cpu", tmp_path, 240)
+    check_batchnorm("gatheredbn", "cpu", tmp_path, 300)
