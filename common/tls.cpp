@@ -28,12 +28,6 @@ constexpr char kPskIdentity[] = "kolo-tls-psk-v1";
 constexpr unsigned char kAes256GcmSha384[] = {0x13, 0x02};
 // One TLS record's plaintext at most.
 constexpr size_t kRecordBytes = 16384;
-// Plaintext sealed per send system call (writev; 128 KiB gave 0.9 of this busbw at 16-64 MiB).
-// A batch may pass it by one record; each record adds 22 bytes (header, content type, tag), and
-// an alert may follow a batch that waits.
-constexpr size_t kBatchBytes = 256 * 1024;
-constexpr size_t kRecordOverhead = 22;
-constexpr size_t kSpareBytes = 1024;
 
 std::string drain_errors() {
   std::string out;
@@ -93,12 +87,6 @@ int find_psk(SSL* ssl, const unsigned char* id, size_t len, SSL_SESSION** sess) 
 int nosignal_write(BIO* b, const char* data, int len) {
   static int (*const socket_write)(BIO*, const char*, int) = BIO_meth_get_write(BIO_s_socket());
   if (BIO_get_ktls_send(b)) return socket_write(b, data, len);
-  if (auto* session = static_cast<TlsSession*>(BIO_get_data(b))) {
-    const int r = session->collect(data, len);
-    if (r != -1) BIO_clear_retry_flags(b);
-    if (r >= 0) return r;
-    if (r == -2) return -1;  // not retryable: SSL_write fails
-  }
   int fd = -1;
   BIO_get_fd(b, &fd);
   errno = 0;
@@ -142,10 +130,10 @@ std::shared_ptr<const TlsContext> TlsContext::for_store(bool authenticated, cons
   TlsSettings s = TlsSettings::from_config();
   if (!s.on || !authenticated) return nullptr;
   s.secret_given = true;  // the store's key is the job secret's
-  return std::make_shared<const TlsContext>(s, key, kStoreReadAhead);
+  return std::make_shared<const TlsContext>(s, key);
 }
 
-TlsContext::TlsContext(const TlsSettings& s, const TlsSecret& secret, size_t read_ahead) {
+TlsContext::TlsContext(const TlsSettings& s, const TlsSecret& secret) {
   if (s.certificates() && (s.cert.empty() || s.key.empty() || s.ca.empty()))
     throw InvalidArgument("KOLO_TLS=1 with certificates needs all of KOLO_TLS_CERT, KOLO_TLS_KEY and KOLO_TLS_CA (have: " +
                           std::string(s.cert.empty() ? "" : "CERT ") + (s.key.empty() ? "" : "KEY ") + (s.ca.empty() ? "" : "CA") + ")");
@@ -168,11 +156,11 @@ TlsContext::TlsContext(const TlsSettings& s, const TlsSecret& secret, size_t rea
   SSL_CTX_set_options(ctx_, SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
   SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_session_cache_mode(ctx_, SSL_SESS_CACHE_OFF);
-  // Read ahead: one recv takes whatever records have arrived (up to `read_ahead` bytes)
-  // instead of one recv for each record's header and one for its body. read() returns EAGAIN
-  // only once OpenSSL's buffer is empty too, so a short read still means "drained" to its callers.
+  // Read ahead: one recv takes whatever records have arrived (up to 64 KiB) instead of one
+  // recv for each record's header and one for its body. read() returns EAGAIN only once
+  // OpenSSL's buffer is empty too, so a short read still means "drained" to its callers.
   SSL_CTX_set_read_ahead(ctx_, 1);
-  SSL_CTX_set_default_read_buffer_len(ctx_, read_ahead);
+  SSL_CTX_set_default_read_buffer_len(ctx_, 64 * 1024);
   if (use_psk_) {
     // HMAC of the job secret under a label of its own: the key proved in kolo's hello and the
     // one TLS uses are never the same bytes.
@@ -211,7 +199,6 @@ TlsSession::TlsSession(const TlsContext& ctx, int fd, bool client, std::string p
     throw Error("TLS with " + peer_ + ": SSL_new failed: " + drain_errors());
   }
   BIO_set_fd(bio, fd, BIO_NOCLOSE);
-  BIO_set_data(bio, this);  // writes go through collect() (nosignal_write)
   SSL_set_bio(ssl_, bio, bio);
   if (client) SSL_set_connect_state(ssl_);
   else SSL_set_accept_state(ssl_);
@@ -334,113 +321,45 @@ ssize_t TlsSession::read(void* buf, size_t len) {
   return static_cast<ssize_t>(got);
 }
 
-// Seals records into out_ (the collecting BIO below appends them there) and hands them to the
-// kernel with one send: up to kBatchBytes of plaintext per system call instead of one call per
-// 16 KiB record. On loopback every send also runs the receiver's TCP input in the sender's
-// context, so the calls, not the bytes, were most of what TLS added to the kernel's time.
 ssize_t TlsSession::writev(const iovec* iov, int n) {
   if (!ready_for_data()) return -1;
-  size_t offered = 0;
-  for (int i = 0; i < n; ++i) offered += iov[i].iov_len;
-  if (out_sent_ < out_len_) {
-    // Records sealed by an earlier call that the socket had no room for: they carry the first
-    // sealed_plain_ bytes offered now (the caller offers the same bytes again after EAGAIN).
-    if (offered < sealed_plain_) return fail("TLS send to " + peer_ + " failed: a retried send offered fewer bytes than were sealed");
-    const ssize_t r = flush_out();
-    if (r < 0) return r;
-    const size_t done = sealed_plain_;
-    sealed_plain_ = 0;
-    return static_cast<ssize_t>(done);
+  // The first piece alone when it fills a record (a large payload: sealed from the caller's
+  // buffer, no copy); else the pieces gathered into one record (a header and the start of its
+  // payload: one record, not a 40-byte one and then the payload).
+  const void* src = iov[0].iov_base;
+  size_t len = iov[0].iov_len;
+  if (n > 1 && len < kRecordBytes) {
+    if (!staging_) staging_.reset(new char[kRecordBytes]);
+    len = 0;
+    for (int i = 0; i < n && len < kRecordBytes; ++i) {
+      const size_t take = std::min(iov[i].iov_len, kRecordBytes - len);
+      std::memcpy(staging_.get() + len, iov[i].iov_base, take);
+      len += take;
+    }
+    src = staging_.get();
   }
-  // Room for this batch's records (a store's small messages keep a small buffer).
-  const size_t batch = std::min(offered, kBatchBytes + kRecordBytes);
-  const size_t room = batch + (batch / kRecordBytes + 2) * kRecordOverhead + kSpareBytes;
-  if (out_.size() < room) out_.resize(room);
-  if (!staging_) staging_.reset(new char[kRecordBytes]);
-  out_len_ = out_sent_ = 0;
-  collecting_ = true;
-  ERR_clear_error();  // once a batch: sealing into out_ raises none unless it fails
-  size_t plain = 0;
-  int i = 0;
-  size_t at = 0;  // offset in iov[i]
-  while (i < n && plain < kBatchBytes) {
-    // A record straight from the caller's buffer when this piece fills one or is the last;
-    // else the pieces gathered into one (a frame header and the start of its payload: one
-    // record, not a 40-byte one and then the payload).
-    const void* src = static_cast<const char*>(iov[i].iov_base) + at;
-    size_t len = std::min(iov[i].iov_len - at, kRecordBytes);
-    if (len < kRecordBytes && i + 1 < n) {
-      len = 0;
-      for (int j = i; j < n && len < kRecordBytes; ++j) {
-        const size_t from = j == i ? at : 0;
-        const size_t take = std::min(iov[j].iov_len - from, kRecordBytes - len);
-        std::memcpy(staging_.get() + len, static_cast<const char*>(iov[j].iov_base) + from, take);
-        len += take;
-      }
-      src = staging_.get();
-    }
-    if (len == 0) {  // an empty piece
-      ++i;
-      at = 0;
-      continue;
-    }
-    size_t wrote = 0;
-    if (SSL_write_ex(ssl_, src, len, &wrote) != 1 || wrote != len) {
-      collecting_ = false;
-      return fail("TLS send to " + peer_ + " failed: cannot seal a record: " + drain_errors());
-    }
-    plain += len;
-    // Step past the bytes just sealed.
-    for (size_t skip = len; skip > 0 && i < n;) {
-      const size_t take = std::min(skip, iov[i].iov_len - at);
-      at += take;
-      skip -= take;
-      if (at == iov[i].iov_len) {
-        ++i;
-        at = 0;
-      }
-    }
+  len = std::min(len, kRecordBytes);
+  ERR_clear_error();
+  errno = 0;
+  size_t wrote = 0;
+  const int ret = SSL_write_ex(ssl_, src, len, &wrote);
+  if (ret == 1) {
+    write_pending_ = false;
+    return static_cast<ssize_t>(wrote);
   }
-  collecting_ = false;
-  if (plain == 0) return 0;
-  sealed_plain_ = plain;
-  const ssize_t r = flush_out();
-  if (r < 0) return r;
-  sealed_plain_ = 0;
-  return static_cast<ssize_t>(plain);
-}
-
-// Sends what out_ holds: 0 once all of it is gone; else -1 with errno (EAGAIN: the rest waits
-// for room, and write_pending() says so).
-ssize_t TlsSession::flush_out() {
-  while (out_sent_ < out_len_) {
-    const ssize_t r = ::send(SSL_get_fd(ssl_), out_.data() + out_sent_, out_len_ - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (r > 0) {
-      out_sent_ += static_cast<size_t>(r);
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      write_pending_ = true;
-      return -1;
-    }
-    if (r < 0 && (errno == EPIPE || errno == ECONNRESET)) return -1;  // the pair reports a closed connection
-    return fail("TLS send to " + peer_ + " failed: " + std::string(r < 0 ? std::strerror(errno) : "the socket took nothing"));
+  const int e = SSL_get_error(ssl_, ret);
+  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+    write_pending_ = true;
+    errno = EAGAIN;
+    return -1;
   }
-  out_len_ = out_sent_ = 0;
-  write_pending_ = false;
-  return 0;
-}
-
-// The collecting BIO's write: while writev seals a batch, or while a batch waits for room (a
-// record OpenSSL writes by itself then, an alert, must follow it, not overtake it), records
-// go to out_; else to the socket.
-int TlsSession::collect(const char* data, int len) {
-  if (!collecting_ && out_sent_ == out_len_) return -1;
-  if (out_len_ + static_cast<size_t>(len) > out_.size()) return -2;
-  std::memcpy(out_.data() + out_len_, data, static_cast<size_t>(len));
-  out_len_ += static_cast<size_t>(len);
-  return len;
+  const int saved = errno;
+  if (e == SSL_ERROR_SYSCALL && (saved == EPIPE || saved == ECONNRESET)) {
+    ERR_clear_error();
+    errno = saved;  // the pair reports a closed connection, as for plain TCP
+    return -1;
+  }
+  return fail("TLS send to " + peer_ + " failed: " + ssl_error_text(ret));
 }
 
 bool TlsSession::buffered() const { return SSL_pending(ssl_) > 0 || SSL_has_pending(ssl_) == 1; }

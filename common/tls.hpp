@@ -22,7 +22,6 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <array>
 #include <cstdint>
@@ -49,11 +48,7 @@ struct TlsSettings {
 // does not match its certificate), naming the setting.
 class TlsContext {
  public:
-  // OpenSSL's read-ahead buffer of each session. The pairs': as much as writev sends at once
-  // (64 KiB gave 0.77 of this one's TLS busbw at 64 MiB, 2 ranks; 1 MiB 0.76: it leaves L2).
-  // The store's: 64 KiB (a server holds one per client, its messages are small).
-  static constexpr size_t kPairReadAhead = 256 * 1024, kStoreReadAhead = 64 * 1024;
-  TlsContext(const TlsSettings& s, const TlsSecret& secret, size_t read_ahead = kPairReadAhead);
+  TlsContext(const TlsSettings& s, const TlsSecret& secret);
   ~TlsContext();
   // kolo's own store (src/store): TLS when KOLO_TLS=1 and the store authenticates (its clients
   // and server hold the job secret, whose SHA-256 is `key`: kolo at both ends); else null, and
@@ -100,27 +95,22 @@ class TlsSession {
   // a short read means "drained" as it does for recv() (the pair's edge-triggered reads rely
   // on it). During the handshake it advances it first; -1/EAGAIN while it is not done.
   ssize_t read(void* buf, size_t len);
-  // As sendmsg(): seals up to 256 KiB (16 KiB records, a frame header and the start of its
-  // payload in one) and sends them with one system call. Records the socket had no room for
-  // wait in the session (-1/EAGAIN, write_pending()); the next call must offer the same bytes
-  // again, at least as many (the pair rebuilds the same iovecs from the same offsets), sends
-  // the waiting records first and returns how many of its bytes they carried.
+  // As sendmsg(): at most one record per call (up to 16 KiB, the header and the start of the
+  // payload sealed together). After -1/EAGAIN the next call must offer the same bytes (the pair
+  // rebuilds the same iovecs from the same offsets).
+  // (Sealing up to 256 KiB of records per send, with a 256 KiB read-ahead, was measured against
+  // this: no gain at 1-64 MiB, 2 ranks, interleaved A/B; the time is the cipher's and the
+  // copies', not the system calls': docs/PERFORMANCE.md, TLS.)
   ssize_t writev(const iovec* iov, int n);
   // Decrypted bytes (or a record's start) wait inside OpenSSL: the socket may be drained though
   // a read would return data, so level- or edge-triggered polling alone would not say so.
   bool buffered() const;
-  // Sealed records wait for room: nothing else (an abort notice) may be written before them.
+  // A record is half sent: nothing else (an abort notice) may be written before it.
   bool write_pending() const { return write_pending_; }
   const std::string& error() const { return error_; }
   const std::string& peer() const { return peer_; }
 
-  // For the session's socket BIO only (tls.cpp): takes a record OpenSSL writes, while writev
-  // seals a batch or while one waits for room (so that it follows the batch); -1: not now (the
-  // BIO sends it itself), -2: no room.
-  int collect(const char* data, int len);
-
  private:
-  ssize_t flush_out();
   ssize_t fail(const std::string& what);
   // The handshake finished (driving it on when it has not) and no error so far; else false with
   // errno EAGAIN (handshake under way) or EPROTO (failed).
@@ -136,10 +126,6 @@ class TlsSession {
   bool ktls_send_ = false, ktls_recv_ = false;
   bool write_pending_ = false;
   std::unique_ptr<char[]> staging_;  // header + start of payload, sealed as one record
-  std::vector<char> out_;            // sealed records of one batch, out_sent_ of out_len_ sent
-  size_t out_len_ = 0, out_sent_ = 0;
-  size_t sealed_plain_ = 0;  // plaintext bytes the waiting records carry
-  bool collecting_ = false;
 };
 
 // "<who> at host:port" for `fd`'s remote end (just `who` when the socket has no address).

@@ -1,6 +1,6 @@
 // TLS on the TCP transport (KOLO_TLS=1, common/tls.hpp), over real loopback
 // sockets. Sessions: bytes cross intact under the pre-shared key and under certificates, and
-// when a batch of sealed records meets a full socket and waits; a wrong
+// when a sealed record meets a full socket and waits; a wrong
 // secret, a certificate from another CA, a TLS 1.2 offer and a peer speaking kolo frames in
 // clear each fail the handshake with an error that names the peer's address; a tampered record
 // and a record cut in half are refused with nothing of them delivered (the same record
@@ -280,11 +280,11 @@ TEST(TlsSessions, PeerSpeakingFramesInClearIsRefused) {
   EXPECT_NE(err.find("KOLO_TLS=1"), std::string::npos) << "the error should say what is likely wrong: " << err;
 }
 
-// writev seals up to 256 KiB of records and sends them with one call; records the socket has
-// no room for wait in the session (write_pending) and go first on the next call, which must
-// report the bytes they carried. Small socket buffers and no reader at first make the wait
-// certain; the frame is offered as the pair offers it (a 40-byte header, then the payload,
-// rebuilt from the offsets reported), and must arrive intact and in order.
+// A record the socket has no room for waits in the session (write_pending) and goes first on
+// the next call, which offers the same bytes again (the pair rebuilds its iovecs from the
+// offsets reported). Small socket buffers and no reader at first make the wait certain; the
+// frame is offered as the pair offers it (a 40-byte header, then the payload), and must arrive
+// intact and in order.
 TEST(TlsSessions, SealedRecordsThatMeetAFullSocketWaitAndArriveInOrder) {
   TlsContext ctx(psk(), secret_of("job"));
   Conn c = loopback();
