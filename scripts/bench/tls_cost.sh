@@ -21,13 +21,18 @@
 # if the cipher's time simply added to clear TCP's, TLS would reach clear/(clear + bound) of it
 # (0.46 at a ratio of 0.85).
 #
-# Usage: scripts/bench/tls_cost.sh [ranks...]   (default: 2 4; BUILD=build, MAX=256M, ITERS, REPS=3)
+# Usage: scripts/bench/tls_cost.sh [ranks...]   (default: 2 4; BUILD=build, MAX=256M, STEP=2, ITERS, REPS=3,
+#   GLOO= to leave Gloo out). On a shared machine run it as `chrt -f 10 scripts/bench/tls_cost.sh`
+#   (SCHED_FIFO: builds cannot preempt the ranks) with GLOO= : Gloo's ring under SCHED_FIFO on 2
+#   cores stalls for minutes (a spinning thread starves its peer); its column then comes from a
+#   run without chrt. Every launch is bounded (kolorun --timeout 300).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 MAX=${MAX:-256M}
 ITERS=${ITERS:-}  # default: 50 iterations up to 1 MiB, 10 up to 16 MiB, 3 above
 REPS=${REPS:-3}
+STEP=${STEP:-2}  # sizes 8 B, 16 B, ... MAX (STEP=4: 8 B, 32 B, ... 128 MiB)
 [ $# -eq 0 ] && set -- 2 4
 RANKS=("$@")
 CORES=$(nproc)
@@ -45,11 +50,11 @@ perf() {  # $1 ranks, $2 size, $3 KOLO_TLS, $4 program (default kolo-perf), more
   shift 4
   local iters=${ITERS:-$(( size <= 1048576 ? 50 : size <= 16777216 ? 10 : 3 ))}
   for ((rep = 0; rep < REPS; ++rep)); do
-    KOLO_TLS=$tls "$BUILD/tools/kolorun/kolorun" -n "$n" "$prog" allreduce -b "$size" -e "$size" \
+    KOLO_TLS=$tls "$BUILD/tools/kolorun/kolorun" --timeout 300 -n "$n" "$prog" allreduce -b "$size" -e "$size" \
       -n "$iters" -w 1 -c 1 "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8, $9}'
   done | sort -k2,2g | head -1
 }
-GLOO=$BUILD/bench/peers/kolo-perf-gloo
+GLOO=${GLOO-$BUILD/bench/peers/kolo-perf-gloo}
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $CORES cores, $(uname -r), $(openssl version)"
 E=$(speed "")
@@ -61,10 +66,10 @@ for n in "${RANKS[@]}"; do
   plain="" tls="" gloo=""
   # Size by size, the three back to back: load that comes and goes on a shared machine then
   # hits all three alike.
-  for ((size = 8; size <= MAX_BYTES; size *= 4)); do
+  for ((size = 8; size <= MAX_BYTES; size *= STEP)); do
     plain+="$(perf "$n" "$size" 0 "")"$'\n'
     tls+="$(perf "$n" "$size" 1 "")"$'\n'
-    if [ -x "$GLOO" ]; then gloo+="$(perf "$n" "$size" 0 "$GLOO" --algo ring)"$'\n'; else gloo+="$size 0 0 -"$'\n'; fi
+    if [ -n "$GLOO" ] && [ -x "$GLOO" ]; then gloo+="$(perf "$n" "$size" 0 "$GLOO" --algo ring)"$'\n'; else gloo+="$size 0 0 -"$'\n'; fi
   done
   plain=${plain%$'\n'} tls=${tls%$'\n'} gloo=${gloo%$'\n'}
   echo
@@ -72,5 +77,5 @@ for n in "${RANKS[@]}"; do
   echo "| size (B) | clear µs | TLS µs | Gloo ring (clear) µs | TLS time / clear | TLS busbw GB/s | TLS busbw / AES-GCM bound | clear busbw / bound | #wrong (clear, TLS, Gloo) |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   paste <(echo "$plain") <(echo "$tls") <(echo "$gloo") | awk -v b="$bound" '{
-    printf "| %s | %.1f | %.1f | %.1f | %.2f | %.3f | %.2f | %.2f | %s, %s, %s |\n", $1, $2, $6, $10, ($2 > 0 ? $6 / $2 : 0), $7, $7 / b, $3 / b, $4, $8, $12 }'
+    printf "| %s | %.1f | %.1f | %s | %.2f | %.3f | %.2f | %.2f | %s, %s, %s |\n", $1, $2, $6, ($10 > 0 ? sprintf("%.1f", $10) : "-"), ($2 > 0 ? $6 / $2 : 0), $7, $7 / b, $3 / b, $4, $8, $12 }'
 done
