@@ -1,10 +1,12 @@
-"""DDP survives a killed rank: examples/torch/elastic_ddp.py launched by `kolorun --elastic` at 4
+"""kolo_torch.shrink under torch.distributed. DDP survives a killed rank: examples/torch/elastic_ddp.py launched by `kolorun --elastic` at 4
 ranks on CPU; the test SIGKILLs one rank (victim and step drawn from a printed seed; rank 0, whose
 death the store kolorun hosts survives, among them) and checks that every other rank shrinks its
 group, finishes, and ends with the same parameters as the others, bit for bit, and close to a
 one-process run of the same training (the example's --reference). Every wait is bounded.
 
-Seed: KOLO_TEST_SEED, else drawn and printed. Runtime about 10-20 s on 2 cores.
+Seed: KOLO_TEST_SEED, else drawn and printed. And the named form at 3 ranks (shrink_worker.py):
+through torch.distributed.shrink_group and kolo's Backend hook where torch has it (2.14), else
+kolo_torch's own registration. Runtime about 15-25 s on 2 cores.
 """
 import os
 import queue
@@ -107,3 +109,25 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
             assert torch.allclose(g, e, rtol=1e-4, atol=1e-5), \
                 "rank %d parameter %d differs from the one-process run by %.3g (seed %d)" % (
                     r, i, (g - e).abs().max().item(), seed)
+
+
+def test_named_shrink_serves_collectives():
+    if not os.access(KOLORUN, os.X_OK):
+        pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
+    cmd = [KOLORUN, "-n", "3", "--timeout", "60", "-x", "KOLO_STORE_AUTH=off", "-x", "PYTHONPATH=" + build_python(),
+           sys.executable, os.path.join(HERE, "shrink_worker.py")]
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=90)
+    assert p.returncode == 0, "%s exited %d:\n%s" % (" ".join(cmd), p.returncode, p.stdout)
+    path = "hook" if _torch_has_shrink_hook() else "kolo"
+    for r in (0, 1):
+        assert re.search(r"^rank %d path %s ok$" % (r, path), p.stdout, re.M), p.stdout
+    assert re.search(r"^rank 2 refused: .*exclu", p.stdout, re.M), p.stdout
+
+
+def _torch_has_shrink_hook():
+    """Whether kolo_torch was built with torch's Backend shrink hook (torch 2.14's headers)."""
+    q = subprocess.run([sys.executable, "-c", "import kolo_torch, torch.distributed as d; "
+                        "print(int(kolo_torch._C.backend_shrink_hook and hasattr(d, 'shrink_group')))"],
+                       stdout=subprocess.PIPE, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=build_python()))
+    return q.stdout.strip() == "1"

@@ -34,13 +34,16 @@ ProcessGroupKolo::Shrunk ProcessGroupKolo::shrink_survivors(const std::optional<
     if (exclude) {
       for (int r : *exclude)
         TORCH_CHECK(r >= 0 && r < size_, "kolo: shrink: rank ", r, " to exclude is outside the group of ", size_);
-      const bool me = std::find(exclude->begin(), exclude->end(), rank_) != exclude->end();
-      auto pg = pg_->shrink(*exclude, o);
-      auto p2p = p2p_->shrink(*exclude, o);
-      if (me || !pg || !p2p)
+      // Refused before anything is aborted, as torch's shrink_group refuses it: an excluded rank
+      // keeps its group (torch's rule: it does not take part, it ends).
+      if (std::find(exclude->begin(), exclude->end(), rank_) != exclude->end())
         throw kolo::ExcludedError("kolo: rank " + std::to_string(rank_) + " called shrink but is among the ranks to "
                                   "exclude (" + list_text(*exclude) + "); only the survivors call it",
                                   pg_->generation() + 1);
+      auto pg = pg_->shrink(*exclude, o);
+      auto p2p = p2p_->shrink(*exclude, o);
+      TORCH_CHECK(pg && p2p, "kolo: shrink: rank ", rank_, " was excluded from generation ", pg_->generation() + 1,
+                  " although not among the ranks to exclude (", list_text(*exclude), ")");
       std::vector<int> members;
       for (int r = 0; r < size_; ++r)
         if (std::find(exclude->begin(), exclude->end(), r) == exclude->end()) members.push_back(r);
