@@ -56,9 +56,11 @@ def shrink(group=None, ranks_to_exclude=None, timeout=None):
         timeout = timedelta(seconds=timeout)
     if ranks_to_exclude is not None:
         ranks_to_exclude = sorted(int(r) for r in ranks_to_exclude)
-        if _torch_has_hook() and timeout is None:
-            # torch's own path: it calls kolo's Backend::shrink and registers the group.
-            return dist.shrink_group(ranks_to_exclude, group=pg)
+        if _torch_has_hook():
+            # torch's own path: it calls kolo's Backend::shrink and registers the group; the
+            # backend reads the timeout from the options torch hands it.
+            opts = None if timeout is None else torch._C._distributed_c10d.Backend.Options("kolo", timeout)
+            return dist.shrink_group(ranks_to_exclude, group=pg, pg_options=opts)
     backend = _backend_of(pg)
     new_backend, members = _C.shrink(backend, ranks_to_exclude,
                                      timeout if timeout is not None else timedelta(0))

@@ -31,7 +31,7 @@ def main():
             return
         raise AssertionError("rank %d: shrink did not refuse an excluded rank" % rank)
     hook = kolo_torch._C.backend_shrink_hook and hasattr(dist, "shrink_group")
-    group = kolo_torch.shrink(ranks_to_exclude=[leaver])
+    group = kolo_torch.shrink(ranks_to_exclude=[leaver], timeout=15)
     survivors = world - 1
     assert group.size() == survivors and group.rank() == rank, (group.size(), group.rank())
     # The shrunk default group is the default group now.
