@@ -49,6 +49,12 @@ def main():
     for r in reqs:
         r.wait()
     assert got.tolist() == [float(prv)] * 3, got
+    # A subgroup made after the shrink (KOLO_SPLIT_SHARE=1 from the test: on the shrunk world's
+    # connections).
+    sub = dist.new_group(list(range(survivors)), backend="kolo")
+    t = torch.ones(2)
+    dist.all_reduce(t, group=sub)
+    assert t.tolist() == [float(survivors)] * 2, t
     dist.barrier()
     sys.stdout.write("rank %d path %s ok\n" % (rank, "hook" if hook else "kolo"))
     sys.stdout.flush()

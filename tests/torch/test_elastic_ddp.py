@@ -114,7 +114,8 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
 def test_named_shrink_serves_collectives():
     if not os.access(KOLORUN, os.X_OK):
         pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
-    cmd = [KOLORUN, "-n", "3", "--timeout", "60", "-x", "KOLO_STORE_AUTH=off", "-x", "PYTHONPATH=" + build_python(),
+    cmd = [KOLORUN, "-n", "3", "--timeout", "60", "-x", "KOLO_STORE_AUTH=off", "-x", "KOLO_SPLIT_SHARE=1",
+           "-x", "PYTHONPATH=" + build_python(),
            sys.executable, os.path.join(HERE, "shrink_worker.py")]
     p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=90)
     assert p.returncode == 0, "%s exited %d:\n%s" % (" ".join(cmd), p.returncode, p.stdout)

@@ -47,6 +47,7 @@ ProcessGroupKolo::Shrunk ProcessGroupKolo::shrink_survivors(const std::optional<
       std::vector<int> members;
       for (int r = 0; r < size_; ++r)
         if (std::find(exclude->begin(), exclude->end(), r) == exclude->end()) members.push_back(r);
+      replace_world(KoloGroups{pg_, p2p_}, KoloGroups{pg, p2p});
       return Shrunk{c10::make_intrusive<ProcessGroupKolo>(KoloGroups{pg, p2p}, timeout_), members};
     }
     // Whoever answers: kolo's agreement settles the members; the new group tells each survivor
@@ -62,6 +63,7 @@ ProcessGroupKolo::Shrunk ProcessGroupKolo::shrink_survivors(const std::optional<
     auto p2p = p2p_->shrink(excluded, o);
     TORCH_CHECK(p2p, "kolo: shrink: the point-to-point group excluded rank ", rank_,
                 " although the collectives' group kept it (members ", list_text(members), ")");
+    replace_world(KoloGroups{pg_, p2p_}, KoloGroups{pg, p2p});
     return Shrunk{c10::make_intrusive<ProcessGroupKolo>(KoloGroups{pg, p2p}, timeout_), members};
   });
 }
