@@ -5,7 +5,9 @@ Two ways in, one mechanism (csrc/shrink.cpp):
   is left (whoever calls within the timeout); works on every torch kolo_torch supports.
 - ``torch.distributed.shrink_group(ranks, group)`` on a torch whose Backend has the shrink hook
   (2.14): kolo's backend implements it (named ranks). ``kolo_torch.shrink(group, ranks)`` goes
-  that way there, and registers the new group itself elsewhere.
+  that way there, and registers the new group itself elsewhere. Call kolo_torch.shrink rather
+  than shrink_group itself: it also undoes shrink_group's registration of the backend as gloo's
+  type, which DDP would trust (_as_custom).
 
 The store must outlive the lost ranks: under ``kolorun --elastic`` the launcher hosts one
 (KOLO_STORE_ADDR); a torch store hosted by a lost rank 0 ends every shrink with its error.
@@ -60,7 +62,7 @@ def shrink(group=None, ranks_to_exclude=None, timeout=None):
             # torch's own path: it calls kolo's Backend::shrink and registers the group; the
             # backend reads the timeout from the options torch hands it.
             opts = None if timeout is None else torch._C._distributed_c10d.Backend.Options("kolo", timeout)
-            return dist.shrink_group(ranks_to_exclude, group=pg, pg_options=opts)
+            return _as_custom(dist.shrink_group(ranks_to_exclude, group=pg, pg_options=opts))
     backend = _backend_of(pg)
     new_backend, members = _C.shrink(backend, ranks_to_exclude,
                                      timeout if timeout is not None else timedelta(0))
@@ -73,13 +75,25 @@ def _register(old_pg, new_backend, members, excluded):
     if hasattr(c10d, "_finalize_shrunk_group"):
         # torch with shrink_group (2.14): its own registration, as after the hook.
         info = c10d._prepare_shrink_target_group(old_pg)
-        return c10d._finalize_shrunk_group(info, set(excluded), new_backend)
+        return _as_custom(c10d._finalize_shrunk_group(info, set(excluded), new_backend))
     is_default = old_pg == c10d._get_default_group()
     old_globals = dist.get_process_group_ranks(old_pg)
     globals_ = [old_globals[m] for m in members]
     if isinstance(new_backend, dist.ProcessGroup):  # torch 1.13
         return _register_torch1(old_pg, new_backend, globals_, is_default)
     return _register_torch2(old_pg, new_backend, globals_, is_default)
+
+
+def _as_custom(pg):
+    """torch 2.14's shrink_group registers the new CPU backend as gloo's type, whatever it is;
+    DDP's logger then casts it to ProcessGroupGloo (a segfault in Logger::set_env_variables).
+    kolo's backend is registered as the custom type it had, for the devices it serves."""
+    backend = pg._get_backend(torch.device("cpu"))
+    backend_type = dist.ProcessGroup.BackendType.CUSTOM
+    for device in ("cpu", "cuda") if _C.cuda else ("cpu",):
+        pg._register_backend(torch.device(device), backend_type, backend)
+    pg._set_default_backend(backend_type)
+    return pg
 
 
 def _register_torch1(old_pg, new_pg, globals_, is_default):

@@ -1,13 +1,14 @@
 """One rank of test_elastic_ddp.py's named shrink: 3 ranks under kolorun; the last one leaves, the
 others call kolo_torch.shrink(ranks_to_exclude=[2]) (torch.distributed.shrink_group, and so
 kolo's Backend shrink hook, where torch has it) and check that the new group is the default one
-and serves collectives and point-to-point. Prints "rank R path P ok" (P: "hook" or "kolo")."""
+and serves collectives, point-to-point, a later subgroup and DDP. Prints "rank R path P ok" (P: "hook" or "kolo")."""
 import os
 import sys
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import kolo_torch
 
@@ -55,6 +56,13 @@ def main():
     t = torch.ones(2)
     dist.all_reduce(t, group=sub)
     assert t.tolist() == [float(survivors)] * 2, t
+    # DDP on the shrunk group (under torch 2.14 it trusts the backend type the group was
+    # registered with: kolo_torch.shrink keeps it "custom", see _shrink.py).
+    torch.manual_seed(rank)  # different starting weights: DDP's construction broadcasts rank 0's
+    net = DDP(torch.nn.Linear(3, 1), process_group=group)
+    net(torch.full((2, 3), float(rank + 1))).sum().backward()
+    grad = net.module.weight.grad
+    assert grad.tolist() == [[float(sum(range(1, survivors + 1))) * 2 / survivors] * 3], grad
     dist.barrier()
     sys.stdout.write("rank %d path %s ok\n" % (rank, "hook" if hook else "kolo"))
     sys.stdout.flush()
