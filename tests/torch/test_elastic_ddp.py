@@ -77,7 +77,10 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
             if m:
                 pids[int(m.group(1))] = int(m.group(2))
             if not killed and line.strip().startswith("rank %d step %d " % (victim, kill_after)):
-                os.kill(pids[victim], signal.SIGKILL)
+                try:
+                    os.kill(pids[victim], signal.SIGKILL)
+                except ProcessLookupError:
+                    pytest.fail("rank %d ended before the kill (seed %d):\n%s" % (victim, seed, "".join(log)))
                 killed = True
         rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
