@@ -85,8 +85,12 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
         rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()  # kolorun forwards it to every rank
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     text = "".join(log)
     assert killed, "rank %d never reported step %d (seed %d):\n%s" % (victim, kill_after, seed, text)
     assert rc == 0, "kolorun --elastic exited %d (seed %d):\n%s" % (rc, seed, text)
