@@ -21,8 +21,9 @@ _guard.check(_build_info, torch)
 
 from . import _C  # noqa: E402
 from . import _libuv
+from ._shrink import shrink  # noqa: E402
 
-__all__ = ["create_backend"]
+__all__ = ["create_backend", "shrink"]
 
 
 def create_backend(store, rank, size, timeout):

@@ -139,12 +139,12 @@ if [ ! -f "$repo/$build/build.ninja" ]; then
   in_tree meson setup "$build" -Dbuildtype=release -Dcuda=disabled -Dmpi=disabled -Dibverbs=disabled \
     -Dtorch=enabled -Dtorch_python=/usr/bin/python3 -Dtests=enabled >/dev/null
 fi
-# Only what the torch suite runs: the extension and its Python files, and kolo-perf and
-# kolo-train (test_torchrun.py launches them); the GoogleTest binaries are not needed here.
-phase "building kolo_torch, kolo-perf, kolo-train"
+# Only what the torch suite runs: the extension and its Python files, kolo-perf and kolo-train
+# (test_torchrun.py launches them) and kolorun (test_elastic_ddp.py); no GoogleTest binaries.
+phase "building kolo_torch, kolo-perf, kolo-train, kolorun"
 in_tree ninja -C "$build" build.ninja >/dev/null  # regenerate first: the target list may have changed
 mapfile -t targets < <(in_tree ninja -C "$build" -t targets all |
-  sed -n 's/^\(python\/kolo_torch\/[^:]*\|bench\/perf\/kolo-perf\|examples\/train\/kolo-train\): .*/\1/p')
+  sed -n 's/^\(python\/kolo_torch\/[^:]*\|bench\/perf\/kolo-perf\|examples\/train\/kolo-train\|tools\/kolorun\/kolorun\): .*/\1/p')
 in_tree ninja -C "$build" -j"$(nproc)" "${targets[@]}"
 
 rc=0

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <torch/version.h>
@@ -17,6 +18,7 @@
 
 #include "kolo/process_group.hpp"
 #include "monitored_barrier.hpp"
+#include "shared_world.hpp"
 
 namespace kolo_torch {
 
@@ -36,7 +38,28 @@ class ProcessGroupKolo : public BackendBase {
   // subgroup's, which may share the world's connections: KOLO_SPLIT_SHARE), else -1.
   ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, int world_rank = -1);
+  // The backend over groups a shrink already connected (shrink.cpp).
+  ProcessGroupKolo(const KoloGroups& groups, std::chrono::milliseconds timeout);
   ~ProcessGroupKolo() override;
+
+  // Lose ranks, keep going (shrink.cpp): both kolo groups shrink (ProcessGroup::shrink), this
+  // backend's operations fail from then on, and the survivors get a backend over the new groups.
+  // `exclude` unset: whoever answers within `timeout` survives (kolo's agreement); set: exactly
+  // the ranks not named (all survivors pass the same list). `members`: the survivors' ranks in
+  // this group, in the new group's rank order. An excluded rank gets an error saying so.
+  struct Shrunk {
+    c10::intrusive_ptr<ProcessGroupKolo> backend;
+    std::vector<int> members;
+  };
+  Shrunk shrink_survivors(const std::optional<std::vector<int>>& exclude, std::chrono::milliseconds timeout);
+#ifdef KOLO_TORCH_BACKEND_SHRINK
+  // torch's hook (torch.distributed.shrink_group, torch >= the version whose Backend.hpp has it,
+  // found by meson): the named form over the group's timeout, or opts_override's when given.
+  // Both shrink flags mean the same here: kolo always aborts the old group first.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
+                                           const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
+#endif
 
   const std::string getBackendName() const override { return "kolo"; }
 

@@ -18,6 +18,13 @@ void remember_world(const KoloGroups& world) {
   world_p2p = world.p2p;
 }
 
+void replace_world(const KoloGroups& old, const KoloGroups& now) {
+  std::lock_guard<std::mutex> lk(world_mu);
+  if (world_pg.lock() != old.pg) return;
+  world_pg = now.pg;
+  world_p2p = now.p2p;
+}
+
 std::optional<KoloGroups> share_world(kolo::Store& store, int rank, int size, int world_rank,
                                       std::chrono::milliseconds timeout) {
   KoloGroups world;

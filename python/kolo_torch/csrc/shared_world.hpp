@@ -20,6 +20,10 @@ struct KoloGroups {
 // The world's groups, held weakly: a destroyed world backend is not shared.
 void remember_world(const KoloGroups& world);
 
+// After a shrink: when `old` is the remembered world, the survivors' groups `now` are (later
+// subgroups then share the live world's connections, not the aborted one's).
+void replace_world(const KoloGroups& old, const KoloGroups& now);
+
 // A subgroup's groups on the world's connections, or nullopt when sharing is off
 // (KOLO_SPLIT_SHARE) or no world is alive: the caller then connects anew. Every member calls it
 // (torch calls the creator on members only); `world_rank` is this rank's in the world.
