@@ -1,5 +1,6 @@
 #include "elastic.hpp"
 
+#include <filesystem>
 #include <utility>
 
 #include "kolo/error.hpp"
@@ -32,6 +33,15 @@ std::string StepMemory::line(uint64_t step) const {
   for (const auto& [s, l] : lines_)
     if (s == step) return l;
   return "";
+}
+
+uint64_t newest_checkpoint_written(const std::string& dir, uint64_t first_step, uint64_t current_step, int ckpt_every) {
+  uint64_t newest = 0;
+  for (uint64_t step = first_step; step <= current_step; ++step) {
+    const bool written = step == first_step ? first_step > 0 : ckpt_every > 0 && step % uint64_t(ckpt_every) == 0;
+    if (written && std::filesystem::exists(checkpoint_path(dir, step))) newest = step;
+  }
+  return newest;
 }
 
 bool is_rank_loss(const std::exception& e) {

@@ -43,6 +43,14 @@ class StepMemory {
   std::deque<std::pair<uint64_t, std::string>> lines_;
 };
 
+// --zero 1's rollback point: the newest checkpoint in `dir` that a run which started at
+// first_step (> 0: resumed from that checkpoint) and checkpoints every ckpt_every steps wrote by
+// current_step, and that is on disk; 0 for none (the run's start). Called after the shrink, so a
+// live rank 0 has finished writing; one that died while writing left no file (save_checkpoint
+// renames a complete one into place), and the one before is taken. Every survivor must see the
+// same directory (one host, or a shared file system).
+uint64_t newest_checkpoint_written(const std::string& dir, uint64_t first_step, uint64_t current_step, int ckpt_every);
+
 // Whether `e`, thrown by a collective, is the kind a lost rank causes (a peer that vanished, a
 // timeout, an abort) rather than a mistake that would recur on the survivors (a bad argument, a
 // layout mismatch) or this rank's own exclusion from a shrink.

@@ -18,7 +18,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -231,7 +230,8 @@ class Trainer {
     std::string from;
     TrainState state;
     if (opt_.zero == 1) {
-      state = rollback_point_zero1(uint64_t(min_over_ranks(*group_, double(newest_checkpoint_step()))), from);
+      const uint64_t newest = newest_checkpoint_written(opt_.ckpt, first_step_, current_step_, opt_.ckpt_every);
+      state = rollback_point_zero1(uint64_t(min_over_ranks(*group_, double(newest))), from);
     } else {
       state = memory_.take(uint64_t(min_over_ranks(*group_, double(memory_.newest()))));
       from = "its state in memory";
@@ -258,21 +258,6 @@ class Trainer {
         ", restored from " + from + "; global batch " + std::to_string(global_batch_) + " as " +
         shares_text(global_batch_, ranks_));
     return state.step;
-  }
-
-  // --zero 1's rollback point: the newest checkpoint this run wrote (or resumed from) that is
-  // on disk, 0 for none. Looked for after the shrink, so a live rank 0 has finished writing;
-  // a rank 0 that died while writing left no file (save_checkpoint renames a complete one into
-  // place), and the survivors fall back to the one before. Every survivor sees the same
-  // directory (on one host; across hosts --ckpt must be on a shared file system).
-  uint64_t newest_checkpoint_step() const {
-    uint64_t newest = 0;
-    for (uint64_t step = first_step_; step <= current_step_; ++step) {
-      const bool written = step == first_step_ ? first_step_ > 0
-                                               : opt_.ckpt_every > 0 && step % uint64_t(opt_.ckpt_every) == 0;
-      if (written && std::filesystem::exists(checkpoint_path(opt_.ckpt, step))) newest = step;
-    }
-    return newest;
   }
 
   // --zero 1's rollback point: checkpoint `step`, or for 0 the start (the seed's initial weights

@@ -3,6 +3,10 @@
 // rollback itself runs end to end in elastic_process_test.cpp.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "elastic.hpp"
@@ -54,6 +58,25 @@ TEST(StepMemory, OnlyALostRankStartsARecovery) {
   EXPECT_FALSE(is_rank_loss(std::runtime_error("not kolo's")));
   EXPECT_EQ(blamed_rank(PeerError("x", 2)), "rank 2");
   EXPECT_EQ(blamed_rank(TimeoutError("x", -1)), "a rank");
+}
+
+// The files a run wrote, not others: a stale checkpoint of another run (step 6 here, not a
+// multiple of 4) or one past the failed step is not taken; one that rank 0 died before writing
+// (step 8) leaves the one before.
+TEST(StepMemory, ZeroOneRollsBackToTheNewestCheckpointOnDisk) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kolo-elastic-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto touch = [&](uint64_t step) { std::ofstream(checkpoint_path(dir.string(), step)) << "x"; };
+  EXPECT_EQ(newest_checkpoint_written(dir.string(), 0, 10, 4), 0u);  // none yet: the start
+  touch(4);
+  touch(6);
+  touch(12);
+  EXPECT_EQ(newest_checkpoint_written(dir.string(), 0, 10, 4), 4u);
+  EXPECT_EQ(newest_checkpoint_written(dir.string(), 0, 10, 0), 0u);  // --ckpt-every 0: only at the end
+  EXPECT_EQ(newest_checkpoint_written(dir.string(), 6, 7, 4), 6u);   // resumed from step 6
+  EXPECT_EQ(newest_checkpoint_written(dir.string(), 0, 12, 4), 12u);
+  fs::remove_all(dir);
 }
 
 TEST(StepMemory, SharesDifferByAtMostOne) {
