@@ -157,6 +157,8 @@ std::string save_checkpoint(const std::string& dir, const TrainState& state) {
   return final_path.string();
 }
 
+std::string checkpoint_path(const std::string& dir, uint64_t step) { return (fs::path(dir) / file_name(step)).string(); }
+
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;

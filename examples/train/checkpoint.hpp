@@ -45,6 +45,9 @@ struct TrainState {
 // kKeptCheckpoints. Returns the path written. Throws kolo::Error on I/O failure.
 std::string save_checkpoint(const std::string& dir, const TrainState& state);
 
+// Where save_checkpoint writes step `step` in dir.
+std::string checkpoint_path(const std::string& dir, uint64_t step);
+
 // The newest checkpoint in dir (highest step), or nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 

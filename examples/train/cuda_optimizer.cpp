@@ -47,9 +47,9 @@ class CudaOptimizer final : public DataParallelOptimizer {
     gpt::cuda::synchronize(model_.stream());
   }
 
-  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, int batch,
+  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, size_t global_batch,
                           int accum) override {
-    return train::forward_backward(model_, ddp_, windows, samples, batch, accum);
+    return train::forward_backward(model_, ddp_, windows, samples, global_batch, accum);
   }
 
   // Queued behind finish()'s wait for the all-reduces; the norm's read-back waits for them.

@@ -10,11 +10,14 @@
 namespace kolo::train {
 
 DistributedSampler::DistributedSampler(size_t num_samples, uint64_t seed, int rank, int world_size,
-                                       size_t global_batch)
+                                       size_t global_batch, bool uneven_shares)
     : num_samples_(num_samples), seed_(seed), rank_(rank), world_size_(world_size), global_batch_(global_batch) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw InvalidArgument("sampler: rank " + std::to_string(rank) + " outside a world of " + std::to_string(world_size));
-  if (global_batch == 0 || global_batch % static_cast<size_t>(world_size) != 0)
+  if (uneven_shares && global_batch < static_cast<size_t>(world_size))
+    throw InvalidArgument("sampler: the global batch (" + std::to_string(global_batch) +
+                          ") must hold at least one sample per rank (" + std::to_string(world_size) + " ranks)");
+  if (!uneven_shares && (global_batch == 0 || global_batch % static_cast<size_t>(world_size) != 0))
     throw InvalidArgument("sampler: the global batch (" + std::to_string(global_batch) +
                           ") must be a positive multiple of the number of ranks (" + std::to_string(world_size) + ")");
   if (global_batch > num_samples)
@@ -44,13 +47,18 @@ std::vector<size_t> DistributedSampler::next_step() {
     position_.next = 0;
   }
   const std::vector<size_t>& order = order_for(position_.epoch);
-  const size_t share = global_batch_ / static_cast<size_t>(world_size_);
+  const size_t count = share();
   std::vector<size_t> mine;
-  mine.reserve(share);
-  for (size_t j = 0; j < share; ++j)
+  mine.reserve(count);
+  for (size_t j = 0; j < count; ++j)
     mine.push_back(order[position_.next + static_cast<size_t>(rank_) + j * static_cast<size_t>(world_size_)]);
   position_.next += global_batch_;
   return mine;
+}
+
+size_t DistributedSampler::share() const {
+  const size_t k = static_cast<size_t>(world_size_);
+  return global_batch_ / k + (static_cast<size_t>(rank_) < global_batch_ % k ? 1 : 0);
 }
 
 void DistributedSampler::set_position(const SamplerPosition& position) {

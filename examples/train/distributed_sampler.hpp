@@ -6,7 +6,10 @@
 // samples of one step, over all ranks, do not depend on how many ranks share them: K ranks with
 // a local batch of b see exactly the samples that 1 rank with a batch of K*b sees. With gradient
 // accumulation the rank's share is cut into consecutive micro-batches. An epoch ends when fewer
-// than global_batch positions are left (those are dropped, as with drop_last).
+// than global_batch positions are left (those are dropped, as with drop_last). With uneven shares
+// (kolo-train --elastic, after a rank was lost) the global batch need not divide by the ranks:
+// the same rule gives rank r the positions r, r+K, ... below global_batch, so shares differ by at
+// most one sample and the step's samples are still those of the full group.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,12 +27,17 @@ struct SamplerPosition {
 class DistributedSampler {
  public:
   // global_batch = ranks * local batch * accumulation steps; it must be a multiple of world_size
-  // and at most num_samples (throws kolo::InvalidArgument otherwise).
-  DistributedSampler(size_t num_samples, uint64_t seed, int rank, int world_size, size_t global_batch);
+  // (or, with uneven_shares, at least world_size) and at most num_samples (throws
+  // kolo::InvalidArgument otherwise).
+  DistributedSampler(size_t num_samples, uint64_t seed, int rank, int world_size, size_t global_batch,
+                     bool uneven_shares = false);
 
-  // This rank's sample indices for the next optimizer step (global_batch / world_size of them,
-  // in micro-batch order), advancing the position.
+  // This rank's sample indices for the next optimizer step (share() of them, in micro-batch
+  // order), advancing the position.
   std::vector<size_t> next_step();
+  // How many samples of each step this rank takes: global_batch / world_size, or with uneven
+  // shares one more on the first global_batch % world_size ranks.
+  size_t share() const;
 
   SamplerPosition position() const { return position_; }
   void set_position(const SamplerPosition& position);

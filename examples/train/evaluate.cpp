@@ -25,10 +25,16 @@ double validation_loss(gpt::Model<float>& model, ProcessGroup& group, const Toke
   return sums[1] > 0 ? sums[0] / sums[1] : 0;
 }
 
-double mean_over_ranks(ProcessGroup& group, double value) {
+double mean_over_samples(ProcessGroup& group, double value, size_t count, size_t total) {
   if (group.size() == 1) return value;
+  double weighted = value * double(count);
+  group.allreduce(Buffer(&weighted, 1))->wait();
+  return weighted / double(total);
+}
+
+double min_over_ranks(ProcessGroup& group, double value) {
   AllreduceOptions opts;
-  opts.op = ReduceKind::avg;
+  opts.op = ReduceKind::min;
   group.allreduce(Buffer(&value, 1), opts)->wait();
   return value;
 }

@@ -13,7 +13,11 @@ namespace kolo::train {
 double validation_loss(gpt::Model<float>& model, ProcessGroup& group, const TokenWindows& windows, int samples,
                        int batch);
 
-// The average of `value` over all ranks.
-double mean_over_ranks(ProcessGroup& group, double value);
+// The mean over all ranks' samples of a per-sample mean: `value` is this rank's mean over its
+// `count` samples, `total` the samples over all ranks (shares may differ, kolo-train --elastic).
+double mean_over_samples(ProcessGroup& group, double value, size_t count, size_t total);
+
+// The smallest `value` over all ranks.
+double min_over_ranks(ProcessGroup& group, double value);
 
 }  // namespace kolo::train

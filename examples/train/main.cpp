@@ -11,7 +11,8 @@
 //   4. the global gradient norm is clipped and AdamW updates the weights (--zero 1: each rank
 //      its shard, then the weights are all-gathered); see parallel_optimizer.hpp.
 // Rank 0 prints a line per step, evaluates, writes checkpoints, and at the end prints the
-// throughput summary, a text sample and the loss curve.
+// throughput summary, a text sample and the loss curve. With --elastic, a rank lost mid-run
+// shrinks the group instead of ending the job (elastic.hpp).
 #include <unistd.h>
 
 #include <csignal>
@@ -28,6 +29,7 @@
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "distributed_sampler.hpp"
+#include "elastic.hpp"
 #include "evaluate.hpp"
 #include "kolo/kolo.hpp"
 #include "loss_plot.hpp"
@@ -73,7 +75,8 @@ class Trainer {
   Trainer(const TrainOptions& opt, std::shared_ptr<ProcessGroup> group)
       : opt_(opt),
         group_(std::move(group)),
-        rank_(group_->rank()),
+        launch_rank_(group_->rank()),
+        rank_(launch_rank_),
         ranks_(group_->size()),
         text_(load_corpus(opt.data)),
         split_(split_tokens(text_, opt.val_fraction, opt.seq)),
@@ -81,7 +84,7 @@ class Trainer {
         val_windows_(split_.validation, opt.seq),
         model_(gpt::Config{256, opt.seq, opt.layers, opt.heads, opt.dim}),
         global_batch_(size_t(ranks_) * size_t(opt.batch) * size_t(opt.accum)),
-        sampler_(train_windows_.count(), opt.seed, rank_, ranks_, global_batch_),
+        sampler_(train_windows_.count(), opt.seed, rank_, ranks_, global_batch_, opt.elastic),
         rng_(Rng::mix(opt.seed, 0x5eed)) {
     schedule_.peak = opt.lr;
     schedule_.minimum = opt.min_lr >= 0 ? opt.min_lr : opt.lr / 10;
@@ -96,12 +99,19 @@ class Trainer {
     optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, resumed_adam_ ? &*resumed_adam_ : nullptr);
     resumed_adam_.reset();  // with --zero 1 this rank keeps only its shard of it
     print_banner();
-    for (uint64_t step = first_step_; step < uint64_t(opt_.steps); ++step) {
-      train_one_step(step);
-      const uint64_t done = step + 1;
-      if (opt_.eval_every > 0 && done % uint64_t(opt_.eval_every) == 0) evaluate(done);
-      if (opt_.ckpt_every > 0 && done % uint64_t(opt_.ckpt_every) == 0 && done < uint64_t(opt_.steps))
-        checkpoint(done);
+    if (opt_.elastic) remember(first_step_);
+    for (uint64_t step = first_step_; step < uint64_t(opt_.steps);) {
+      try {
+        train_one_step(step);
+        const uint64_t done = ++step;
+        if (opt_.elastic) remember(done);
+        if (opt_.eval_every > 0 && done % uint64_t(opt_.eval_every) == 0) evaluate(done);
+        if (opt_.ckpt_every > 0 && done % uint64_t(opt_.ckpt_every) == 0 && done < uint64_t(opt_.steps))
+          checkpoint(done);
+      } catch (const std::exception& e) {
+        if (!opt_.elastic || !is_rank_loss(e)) throw;
+        step = recover(e);
+      }
     }
     // Before the final evaluation and checkpoint, whose gathered state is not training's.
     say(memory_report(*group_, optimizer_->state_bytes()));
@@ -110,21 +120,32 @@ class Trainer {
 
   // The step being trained (1-based), 0 before the first: for error messages.
   uint64_t current_step() const { return current_step_; }
+  // The group training runs on: the world, or after --elastic shrank it, the survivors'.
+  const std::shared_ptr<ProcessGroup>& group() const { return group_; }
 
  private:
   void train_one_step(uint64_t step) {
-    if (opt_.die_at_step > 0 && step + 1 == uint64_t(opt_.die_at_step) && rank_ == opt_.die_rank) {
-      std::fprintf(stderr, "kolo-train rank %d: --die-at-step %d: killing myself\n", rank_, opt_.die_at_step);
-      std::raise(SIGKILL);
+    // The launch rank, and only in the world group: after an --elastic shrink the survivors'
+    // ranks shift, and a retrained step must not kill again.
+    if (opt_.die_at_step > 0 && step + 1 == uint64_t(opt_.die_at_step) && launch_rank_ == opt_.die_rank &&
+        group_->generation() == 0) {
+      std::fprintf(stderr, "kolo-train rank %d: --die-at-step %d: killing myself %d us into it\n", rank_,
+                   opt_.die_at_step, opt_.die_after_us);
+      if (opt_.die_after_us == 0) std::raise(SIGKILL);
+      // Mid-step: from a timer, wherever the step has got to (forward, backward, a collective).
+      std::thread([us = opt_.die_after_us] {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+        std::raise(SIGKILL);
+      }).detach();
     }
     current_step_ = step + 1;
     const auto start = Clock::now();
     const std::vector<size_t> samples = sampler_.next_step();
-    const double local_loss = optimizer_->forward_backward(train_windows_, samples, opt_.batch, opt_.accum);
+    const double local_loss = optimizer_->forward_backward(train_windows_, samples, global_batch_, opt_.accum);
     const double lr = schedule_.at(step);
     const double norm = optimizer_->update(lr, opt_.clip);
     const auto comm = optimizer_->comm_stats();  // after update(): --zero 1 all-gathers there
-    const double loss = mean_over_ranks(*group_, local_loss);
+    const double loss = mean_over_samples(*group_, local_loss, samples.size(), global_batch_);
 
     StepRecord record;
     record.step = step + 1;
@@ -138,7 +159,10 @@ class Trainer {
     record.exposed_seconds = comm.exposed_wait_seconds;
     stats_.add(record);
     train_losses_.push_back({step + 1, loss});
-    say(format_step_line(record, stats_.eta_seconds(step + 1 - first_step_, uint64_t(opt_.steps) - first_step_)));
+    const std::string line =
+        format_step_line(record, stats_.eta_seconds(step + 1 - first_step_, uint64_t(opt_.steps) - first_step_));
+    say(line);
+    if (opt_.elastic) memory_.keep_line(step + 1, line);
   }
 
   void evaluate(uint64_t step) {
@@ -168,6 +192,93 @@ class Trainer {
     state.train_losses = train_losses_;
     state.validation_losses = validation_losses_;
     say("checkpoint " + save_checkpoint(opt_.ckpt, state));
+  }
+
+  // --elastic: what a rollback to `step` (just completed, or the run's start) restores. --zero 0
+  // keeps the whole state in memory; --zero 1 cannot (a lost rank takes its AdamW shard along),
+  // so it rolls back to the newest checkpoint instead (or the start), and keeps nothing here.
+  void remember(uint64_t step) {
+    if (opt_.zero == 1) return;
+    std::optional<AdamState> adam = optimizer_->whole_state_here();
+    if (!adam) throw Error("kolo-train --elastic: this optimizer holds no whole AdamW state to roll back to");
+    TrainState state;
+    state.step = step;
+    state.seed = seed_;
+    state.sampler = sampler_.position();
+    state.rng = rng_.state();
+    state.adam_steps = adam->steps;
+    state.params.assign(model_.params(), model_.params() + model_.num_params());
+    state.adam_m = std::move(adam->m);
+    state.adam_v = std::move(adam->v);
+    state.train_losses = train_losses_;
+    state.validation_losses = validation_losses_;
+    memory_.keep(std::move(state));
+  }
+
+  // --elastic, after a collective failed because a rank was lost: shrink to the survivors, roll
+  // back to the last step they all completed, rebuild the reducer on the new group. Returns the
+  // step to continue from. A failure here (no survivors agree in time, a second loss during the
+  // shrink) ends the run as any other error does.
+  uint64_t recover(const std::exception& failure) {
+    const uint64_t failed_step = current_step_;
+    const int old_rank = rank_, old_ranks = ranks_;
+    std::shared_ptr<ProcessGroup> survivors = group_->shrink();  // aborts the old group first
+    optimizer_.reset();  // its reducer belongs to the old group
+    group_ = std::move(survivors);
+    rank_ = group_->rank();
+    ranks_ = group_->size();
+    std::string from;
+    TrainState state;
+    if (opt_.zero == 1) {
+      const uint64_t newest = newest_checkpoint_written(opt_.ckpt, first_step_, current_step_, opt_.ckpt_every);
+      state = rollback_point_zero1(uint64_t(min_over_ranks(*group_, double(newest))), from);
+    } else {
+      state = memory_.take(uint64_t(min_over_ranks(*group_, double(memory_.newest()))));
+      from = "its state in memory";
+    }
+    std::copy(state.params.begin(), state.params.end(), model_.params());
+    seed_ = state.seed;
+    sampler_ = DistributedSampler(train_windows_.count(), seed_, rank_, ranks_, global_batch_, true);
+    sampler_.set_position(state.sampler);
+    rng_.set_state(state.rng);
+    train_losses_ = std::move(state.train_losses);
+    validation_losses_ = std::move(state.validation_losses);
+    AdamState adam{state.adam_steps, std::move(state.adam_m), std::move(state.adam_v)};
+    // Collective on the new group: checks the layouts and broadcasts (the same) weights.
+    optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, adam.m.empty() ? nullptr : &adam);
+    // A new printing rank repeats the restored step's line: the old one may have died between
+    // completing that step and printing it.
+    if (const std::string line = memory_.line(state.step); old_rank != 0 && !line.empty()) say(line);
+    memory_.clear();
+    remember(state.step);
+    current_step_ = state.step;
+    say("elastic: " + blamed_rank(failure) + " lost during step " + std::to_string(failed_step) + " (" + failure.what() +
+        "); " + std::to_string(ranks_) + " of " + std::to_string(old_ranks) + " ranks go on (this was rank " +
+        std::to_string(old_rank) + ", now " + std::to_string(rank_) + ") from step " + std::to_string(state.step) +
+        ", restored from " + from + "; global batch " + std::to_string(global_batch_) + " as " +
+        shares_text(global_batch_, ranks_));
+    return state.step;
+  }
+
+  // --zero 1's rollback point: checkpoint `step`, or for 0 the start (the seed's initial weights
+  // and a fresh AdamW).
+  TrainState rollback_point_zero1(uint64_t step, std::string& from) {
+    if (step == 0 && first_step_ > 0)
+      throw Error("kolo-train --elastic --zero 1: the checkpoint this run resumed from (step " +
+                  std::to_string(first_step_) + ") is gone from " + opt_.ckpt + ", and no newer one was written");
+    if (step == 0) {
+      model_.init(opt_.seed);
+      TrainState start;
+      start.seed = opt_.seed;
+      start.rng = Rng(Rng::mix(opt_.seed, 0x5eed)).state();
+      start.params.assign(model_.params(), model_.params() + model_.num_params());
+      from = "the start (no checkpoint yet)";
+      return start;
+    }
+    const std::string path = checkpoint_path(opt_.ckpt, step);
+    TrainState state = load_checkpoint(path, shape());
+    from = path;
+    return state;
   }
 
   void finish_run() {
@@ -248,7 +359,8 @@ class Trainer {
  private:
   const TrainOptions opt_;
   std::shared_ptr<ProcessGroup> group_;
-  const int rank_, ranks_;
+  const int launch_rank_;  // in the world group
+  int rank_, ranks_;       // change when --elastic shrinks the group
   const std::string text_;
   const TokenSplit split_;
   const TokenWindows train_windows_, val_windows_;
@@ -263,6 +375,7 @@ class Trainer {
   uint64_t first_step_ = 0, current_step_ = 0;
   RunStats stats_;
   std::vector<LossPoint> train_losses_, validation_losses_;
+  StepMemory memory_;  // --elastic --zero 0: the last completed steps
 };
 
 }  // namespace
@@ -326,10 +439,12 @@ int main(int argc, char** argv) {
     group = join_world();
     trainer = std::make_unique<Trainer>(opt, group);
     trainer->run();
+    group = trainer->group();  // --elastic: the survivors' group; the world was aborted by the shrink
     trainer.reset();
     group->shutdown();
     return 0;
   } catch (const std::exception& e) {
+    if (trainer) group = trainer->group();
     const int rank = group ? group->rank() : -1;
     std::string where = trainer && trainer->current_step() > 0
                             ? " at step " + std::to_string(trainer->current_step())

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "adamw.hpp"
@@ -28,16 +29,20 @@ struct AdamState {
 class DataParallelOptimizer {
  public:
   virtual ~DataParallelOptimizer() = default;
-  // One step's forward/backward over this rank's micro-batches, then the gradient reduction.
-  // Returns this rank's mean loss.
-  virtual double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, int batch,
-                                  int accum) = 0;
+  // One step's forward/backward over this rank's share of the global batch (`samples`, in
+  // `accum` micro-batches), then the gradient reduction (train_step.hpp). Returns this rank's
+  // mean loss.
+  virtual double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples,
+                                  size_t global_batch, int accum) = 0;
   // Clips the averaged gradient by its global norm (clip <= 0: off) and applies AdamW with
   // learning rate lr; afterwards every rank holds the same weights. Returns the norm before clipping.
   virtual double update(double lr, double clip) = 0;
   virtual DistributedDataParallel::StepStats comm_stats() const = 0;
   // Collective: the whole AdamW state on rank 0 (empty moments elsewhere).
   virtual AdamState state_on_rank0() = 0;
+  // Not collective: a copy of the whole AdamW state when this rank holds all of it (--zero 0 on
+  // the host), for kolo-train --elastic's rollback in memory; nullopt when it holds a shard.
+  virtual std::optional<AdamState> whole_state_here() { return std::nullopt; }
   virtual size_t bucket_count() const = 0;
   virtual size_t state_bytes() const = 0;  // this rank's AdamW moments
   virtual const char* mode() const = 0;    // for the banner

@@ -23,9 +23,9 @@ class ReplicatedOptimizer final : public DataParallelOptimizer {
     adamw_.set_steps(resumed->steps);
   }
 
-  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, int batch,
+  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, size_t global_batch,
                           int accum) override {
-    return train::forward_backward(model_, ddp_, windows, samples, batch, accum);
+    return train::forward_backward(model_, ddp_, windows, samples, global_batch, accum);
   }
 
   double update(double lr, double clip) override {
@@ -39,6 +39,10 @@ class ReplicatedOptimizer final : public DataParallelOptimizer {
   AdamState state_on_rank0() override {
     if (ddp_.group().rank() != 0) return {};
     return {adamw_.steps(), adamw_.first_moment(), adamw_.second_moment()};
+  }
+
+  std::optional<AdamState> whole_state_here() override {
+    return AdamState{adamw_.steps(), adamw_.first_moment(), adamw_.second_moment()};
   }
 
   size_t bucket_count() const override { return ddp_.bucket_count(); }

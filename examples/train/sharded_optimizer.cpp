@@ -28,9 +28,9 @@ class ShardedOptimizer final : public DataParallelOptimizer {
     adamw_.set_steps(resumed->steps);
   }
 
-  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, int batch,
+  double forward_backward(const TokenWindows& windows, const std::vector<size_t>& samples, size_t global_batch,
                           int accum) override {
-    return train::forward_backward(model_, zero_, windows, samples, batch, accum);
+    return train::forward_backward(model_, zero_, windows, samples, global_batch, accum);
   }
 
   double update(double lr, double clip) override {

@@ -120,6 +120,8 @@ std::vector<Flag> value_flags(TrainOptions& o) {
       {"--die-at-step", "N", testing, "rank --die-rank kills itself with SIGKILL as step N begins (0 = never)",
        integer(o.die_at_step, 0, kBig)},
       {"--die-rank", "R", testing, "the rank --die-at-step kills (1)", integer(o.die_rank, 0, 1 << 20)},
+      {"--die-after-us", "U", testing, "--die-at-step kills U microseconds into the step, mid-step (0)",
+       integer(o.die_after_us, 0, kBig)},
   };
 }
 
@@ -145,6 +147,11 @@ void define(Cli& cmd, TrainOptions& o, const std::vector<Flag>& flags) {
                             ->group(flags[i].group));
   cmd.app.add_flag("--resume", o.resume, "continue from the newest checkpoint in DIR (all ranks load it)")
       ->group("Evaluation and output (rank 0 prints and writes)");
+  cmd.app.add_flag("--elastic", o.elastic,
+                   "when a rank dies, the others shrink the group, roll back to the\n"
+                   "last step they all completed and go on with the same global batch\n"
+                   "(--zero 1: reload the newest checkpoint); run under kolorun --elastic")
+      ->group("Execution");
   cli::add_help(cmd.app, o.help, "this text")->group("Execution");
   cmd.app.add_flag("--version", cmd.version, "print the version and exit")->group("Execution");
   cmd.app.footer("Example: kolorun -n 2 build/examples/train/kolo-train --steps 300");
@@ -180,6 +187,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     throw InvalidArgument("--dim (" + std::to_string(o.dim) + ") must be a multiple of --heads (" +
                           std::to_string(o.heads) + ")");
   if (o.min_lr > o.lr) throw InvalidArgument("--min-lr must not exceed --lr");
+  if (o.elastic && o.device != "cpu")
+    throw InvalidArgument("--elastic keeps its rollback state on the host: use --device cpu");
   return o;
 }
 

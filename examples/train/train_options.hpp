@@ -41,9 +41,11 @@ struct TrainOptions {
   double bucket_mb = 25, first_bucket_mb = 1;
   std::string compression = "none";
   int zero = 0;  // 1: ZeRO-1, AdamW's state sharded over the ranks (parallel_optimizer.hpp)
+  bool elastic = false;  // a lost rank: the survivors shrink the group, roll back and go on (elastic.hpp)
   // Fault injection for the tests: rank die_rank kills itself (SIGKILL) when step die_at_step begins.
   int die_at_step = 0;
   int die_rank = 1;
+  int die_after_us = 0;  // > 0: that many microseconds into the step instead (mid-step)
 
   bool help = false;
 };

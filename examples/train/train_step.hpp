@@ -1,9 +1,11 @@
 // One optimizer step's forward and backward passes on this rank, with DDP: `accum` micro-batches
-// of `batch` windows each. The first accum-1 run under DDP's no_sync (gradients add up locally,
-// nothing is sent); the last one marks every parameter ready as backward finalises it, so each
-// bucket's all-reduce starts while backward still works on earlier layers. Each micro-batch's
-// loss is scaled by 1/accum, so after ddp.finish() the gradients are those of the mean loss over
-// the whole global batch, on every rank (on its shard, with ShardedDataParallel).
+// over this rank's share of the global batch. The first accum-1 run under DDP's no_sync
+// (gradients add up locally, nothing is sent); the last one marks every parameter ready as
+// backward finalises it, so each bucket's all-reduce starts while backward still works on
+// earlier layers. Each micro-batch's mean loss is scaled by its samples * ranks / global_batch
+// (1/accum when the shares are even), so that after the reducer's average over the ranks the
+// gradients are those of the mean loss over the whole global batch, on every rank (on its shard,
+// with ShardedDataParallel), also when the shares differ by one (kolo-train --elastic).
 #pragma once
 #include <string>
 #include <vector>
@@ -15,27 +17,33 @@
 
 namespace kolo::train {
 
-// Zeroes the gradients, runs the micro-steps on `samples` (batch*accum window indices) and
-// ddp.finish(). Returns this rank's loss, the mean over its samples. Model: gpt::Model<float>
-// or gpt::CudaModel (the same forward, backward and zero_grad). Reducer: DistributedDataParallel
-// or ShardedDataParallel (the same marks, no_sync and finish).
+// Zeroes the gradients, runs the micro-steps on `samples` (this rank's share of global_batch
+// window indices, cut into `accum` micro-batches as evenly as possible) and ddp.finish().
+// Returns this rank's loss, the mean over its samples. Model: gpt::Model<float> or
+// gpt::CudaModel (the same forward, backward and zero_grad). Reducer: DistributedDataParallel or
+// ShardedDataParallel (the same marks, no_sync, finish and group).
 template <class Model, class Reducer>
 double forward_backward(Model& model, Reducer& ddp, const TokenWindows& windows, const std::vector<size_t>& samples,
-                        int batch, int accum) {
-  if (samples.size() != size_t(batch) * size_t(accum))
-    throw InvalidArgument("forward_backward: " + std::to_string(samples.size()) + " samples for batch " +
-                          std::to_string(batch) + " x accum " + std::to_string(accum));
+                        size_t global_batch, int accum) {
+  const size_t n = samples.size(), parts = size_t(accum);
+  if (n < parts || global_batch < n)
+    throw InvalidArgument("forward_backward: " + std::to_string(n) + " samples for accum " + std::to_string(accum) +
+                          " of a global batch of " + std::to_string(global_batch));
   const int seq = model.config().seq;
-  const float scale = 1.0f / static_cast<float>(accum);
+  const size_t ranks = size_t(ddp.group().size());
   model.zero_grad();
   double loss_sum = 0;
   std::vector<int> inputs, targets;
-  for (int micro = 0; micro < accum; ++micro) {
+  for (size_t micro = 0; micro < parts; ++micro) {
+    const size_t begin = micro * n / parts, end = (micro + 1) * n / parts;
     inputs.clear();
     targets.clear();
-    for (int i = 0; i < batch; ++i) windows.append(samples[size_t(micro) * size_t(batch) + size_t(i)], inputs, targets);
-    loss_sum += model.forward(inputs.data(), targets.data(), batch, seq);
-    if (micro + 1 < accum) {
+    for (size_t i = begin; i < end; ++i) windows.append(samples[i], inputs, targets);
+    const int count = int(end - begin);
+    loss_sum += double(model.forward(inputs.data(), targets.data(), count, seq)) * count;
+    // Exact integers divided once: with even shares this is exactly 1.0f / accum.
+    const float scale = float(size_t(count) * ranks) / float(global_batch);
+    if (micro + 1 < parts) {
       auto local_only = ddp.no_sync();
       model.backward(scale, nullptr);
     } else {
@@ -43,7 +51,7 @@ double forward_backward(Model& model, Reducer& ddp, const TokenWindows& windows,
     }
   }
   ddp.finish();
-  return loss_sum / accum;
+  return loss_sum / double(n);
 }
 
 }  // namespace kolo::train

@@ -58,6 +58,22 @@ TEST(TrainOptions, RefusesMalformedValuesNamingTheFlag) {
   EXPECT_NE(train_usage().find("--resume"), std::string::npos);
 }
 
+TEST(TrainOptions, ElasticIsAFlagForTheHostOnly) {
+  EXPECT_FALSE(parse_train_options({}).elastic);
+  const TrainOptions o = parse_train_options({"--elastic", "--die-at-step", "5", "--die-rank", "2", "--die-after-us", "700"});
+  EXPECT_TRUE(o.elastic);
+  EXPECT_EQ(o.die_at_step, 5);
+  EXPECT_EQ(o.die_rank, 2);
+  EXPECT_EQ(o.die_after_us, 700);
+  EXPECT_NE(train_usage().find("--elastic"), std::string::npos);
+  try {
+    parse_train_options({"--elastic", "--device", "cuda"});
+    ADD_FAILURE() << "--elastic --device cuda accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StepReport, LineStartsWithStepAndExactLoss) {
   StepRecord r;
   r.step = 12;

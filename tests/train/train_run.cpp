@@ -101,7 +101,7 @@ TrainRun train(int ranks, const std::string& name, const std::vector<std::string
 // parameters within 1e-5: the runs differ only in the order of floating-point sums (per-rank
 // means averaged vs one mean). The norms matter because AdamW's update is blind to the scale of
 // the gradients: a wrong averaging factor would leave losses and weights unchanged.
-void expect_same_training(const TrainRun& a, const TrainRun& b, int steps) {
+void expect_same_training(const TrainRun& a, const TrainRun& b, int steps, double param_tolerance) {
   ASSERT_EQ(a.losses.size(), size_t(steps));
   ASSERT_EQ(b.losses.size(), size_t(steps));
   ASSERT_EQ(a.grad_norms.size(), size_t(steps));
@@ -119,7 +119,7 @@ void expect_same_training(const TrainRun& a, const TrainRun& b, int steps) {
   for (size_t i = 0; i < a.params.size(); ++i) {
     const double diff = std::fabs(double(a.params[i]) - double(b.params[i]));
     worst = std::max(worst, diff);
-    if (diff > 1e-5 * std::max(1.0, std::fabs(double(b.params[i])))) ++bad;
+    if (diff > param_tolerance * std::max(1.0, std::fabs(double(b.params[i])))) ++bad;
   }
   EXPECT_EQ(bad, 0u) << "parameters differ by up to " << worst;
 }
