@@ -13,6 +13,7 @@
 #include "engine/work_access.hpp"
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
+#include "quiet_runtime.hpp"
 
 namespace {
 
@@ -22,21 +23,9 @@ using kolo::algo::CollArgs;
 using kolo::algo::CollKind;
 
 // Says it is CUDA; records what the Work asks of it. Events complete when the test says so.
-class FakeCuda : public kolo::kernels::DeviceRuntime {
+class FakeCuda : public kolo::testing::QuietRuntime {
  public:
   const char* name() const override { return "cuda"; }
-  int device_count() override { return 1; }
-  std::string unavailable_reason() override { return ""; }
-  int device_of(const void*) override { return 0; }
-  void set_device(int) override {}
-  int current_device() override { return 0; }
-  void* alloc_device(size_t) override { return nullptr; }
-  void free_device(void*) override {}
-  void* alloc_host(size_t) override { return nullptr; }
-  void free_host(void*) override {}
-  void* create_stream() override { return nullptr; }
-  void destroy_stream(void*) override {}
-  void synchronize(void*) override {}
   void* create_event() override { return &event_done; }
   void destroy_event(void*) override { ++destroyed; }
   void record(void* event, void* stream) override {
@@ -45,11 +34,6 @@ class FakeCuda : public kolo::kernels::DeviceRuntime {
   }
   bool done(void* event) override { return static_cast<std::atomic<bool>*>(event)->load(); }
   void stream_wait(void* stream, void*) override { waited_by.push_back(stream); }
-  void copy(void*, const void*, size_t, void*) override {}
-  void host_fn(void*, std::function<void()>) override {}
-  bool can_wait_on_flags() override { return true; }
-  void write_flag(void*, uint32_t*, uint32_t) override {}
-  void wait_flag(void*, uint32_t*, uint32_t) override {}
 
   std::atomic<bool> event_done{false};
   void* recorded_on = nullptr;

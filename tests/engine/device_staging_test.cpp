@@ -9,40 +9,24 @@
 #include <thread>
 
 #include "engine/device_staging.hpp"
+#include "quiet_runtime.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-class CountingRuntime : public kolo::kernels::DeviceRuntime {
+// Host allocations counted; events are flags the test raises (new ones, the destructor's
+// drain, start done).
+class CountingRuntime : public kolo::testing::QuietRuntime {
  public:
   const char* name() const override { return "counting"; }
-  int device_count() override { return 1; }
-  std::string unavailable_reason() override { return ""; }
-  int device_of(const void*) override { return 0; }
-  void set_device(int) override {}
-  int current_device() override { return 0; }
-  void* alloc_device(size_t) override { return nullptr; }
-  void free_device(void*) override {}
   void* alloc_host(size_t bytes) override {
     ++pinned;
     return std::calloc(1, bytes);
   }
   void free_host(void* p) override { std::free(p); }
-  void* create_stream() override { return nullptr; }
-  void destroy_stream(void*) override {}
-  void synchronize(void*) override {}
-  // Events are flags the test raises; new ones (the destructor's drain) start done.
   void* create_event() override { return &events.emplace_back(true); }
-  void destroy_event(void*) override {}
-  void record(void*, void*) override {}
   bool done(void* e) override { return static_cast<std::atomic<bool>*>(e)->load(); }
-  void stream_wait(void*, void*) override {}
-  void copy(void*, const void*, size_t, void*) override {}
-  void host_fn(void*, std::function<void()>) override {}
-  bool can_wait_on_flags() override { return true; }
-  void write_flag(void*, uint32_t*, uint32_t) override {}
-  void wait_flag(void*, uint32_t*, uint32_t) override {}
 
   std::atomic<int> pinned{0};
   std::deque<std::atomic<bool>> events;
