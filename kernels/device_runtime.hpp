@@ -14,6 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "kolo/types.hpp"
+
 namespace kolo::kernels {
 
 class DeviceRuntime {
@@ -48,6 +50,14 @@ class DeviceRuntime {
   // Runs `fn` on a host thread once the work queued before it on `stream` has run; the work
   // queued after it waits for it to return (cudaLaunchHostFunc). `fn` must not call the runtime.
   virtual void host_fn(void* stream, std::function<void()> fn) = 0;
+  // The GPU's side of a staged reduction (docs/ARCHITECTURE.md, "Device memory"): dst[i] = the
+  // reduction by `op` of src[i], src[stride + i], ..., over `ways` arrays in that order, then
+  // op's last step over `nranks` (avg's division, premul_sum's factor), asynchronously on
+  // `stream`. dst and the arrays are device memory or pinned host memory (alloc_host: mapped, so
+  // kernels read and write it in place); dst overlaps none of the arrays. Argument errors are
+  // thrown before anything is queued.
+  virtual void reduce(DataType t, const ReduceOp& op, void* dst, const void* src, size_t stride_bytes, int ways,
+                      size_t count, int nranks, void* stream) = 0;
 
   // Flags in pinned host memory (alloc_host) that a stream writes and waits on without the
   // host (cuStreamWriteValue32 / cuStreamWaitValue32). wait_flag's stream waits until

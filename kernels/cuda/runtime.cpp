@@ -89,6 +89,20 @@ class CudaRuntime final : public DeviceRuntime {
     if (bytes == 0) return;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(s)), "cudaMemcpyAsync");
   }
+  void reduce(DataType t, const ReduceOp& op, void* dst, const void* src, size_t stride_bytes, int ways, size_t count,
+              int nranks, void* s) override {
+    if (count == 0) return;
+    if (ways < 1) throw InvalidArgument("kolo: device reduce over " + std::to_string(ways) + " arrays");
+    const char* in = static_cast<const char*>(src);
+    // One pass per further array (kernels/cuda's two-input kernels, in rank order so every rank
+    // that reduces the same arrays gets the same bits), then the op's last step once.
+    if (ways == 1)
+      check(cudaMemcpyAsync(dst, in, count * dtype_size(t), cudaMemcpyDefault, as_stream(s)), "cudaMemcpyAsync");
+    else
+      cuda::reduce(t, op.kind, dst, in, in + stride_bytes, count, s);
+    for (int j = 2; j < ways; ++j) cuda::reduce_inplace(t, op.kind, dst, in + static_cast<size_t>(j) * stride_bytes, count, s);
+    cuda::finalize(t, op, dst, count, nranks, s);
+  }
   void host_fn(void* s, std::function<void()> fn) override {
     auto* heap = new std::function<void()>(std::move(fn));
     const cudaError_t status = cudaLaunchHostFunc(

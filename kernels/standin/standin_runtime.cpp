@@ -17,6 +17,7 @@
 
 #include "common/config.hpp"
 #include "common/cpu_relax.hpp"
+#include "kernels/cpu/reduce.hpp"
 #include "kernels/device_runtime.hpp"
 #include "kolo/error.hpp"
 
@@ -175,6 +176,22 @@ class StandinRuntime final : public DeviceRuntime {
     check_thread("copy");
     if (bytes == 0) return;
     of(stream).push([=] { std::memcpy(dst, src, bytes); });
+  }
+  void reduce(DataType t, const ReduceOp& op, void* dst, const void* src, size_t stride_bytes, int ways, size_t count,
+              int nranks, void* stream) override {
+    check_thread("reduce");
+    if (count == 0) return;
+    if (ways < 1) throw InvalidArgument("kolo: device reduce over " + std::to_string(ways) + " arrays");
+    // The CPU kernels in the order the CUDA runtime's passes take, on the stream's thread.
+    of(stream).push([=] {
+      const char* in = static_cast<const char*>(src);
+      if (ways == 1)
+        std::memcpy(dst, in, count * dtype_size(t));
+      else
+        kernels::reduce(t, op.kind, dst, in, in + stride_bytes, count);
+      for (int j = 2; j < ways; ++j) kernels::reduce_inplace(t, op.kind, dst, in + static_cast<size_t>(j) * stride_bytes, count);
+      kernels::finalize(t, op, dst, count, nranks);
+    });
   }
   void host_fn(void* stream, std::function<void()> fn) override {
     check_thread("host_fn");

@@ -44,6 +44,10 @@ struct CollArgs {
   // operation) keeps it alive. A shared_ptr here made every copy, move and destruction of the
   // arguments of every collective test and update a control block.
   const VarCounts* v = nullptr;
+  // A step of an operation on device memory (src/engine/device_issue.cpp: a reduction moves its
+  // slices with allgathers, gathers and all-to-alls): the name of the caller's collective, so
+  // that errors name it too. Null otherwise.
+  const char* step_of = nullptr;
 
   size_t elem_size() const { return dtype_size(dtype); }
   size_t bytes() const { return count * elem_size(); }  // per-rank bytes

@@ -1,6 +1,7 @@
 #include "engine/device_issue.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/config.hpp"
 #include "engine/validate.hpp"
@@ -94,6 +95,138 @@ void check_pointer(kernels::DeviceRuntime& rt, const algo::CollArgs& a, const vo
 
 bool overlap(const char* p, size_t pn, const char* q, size_t qn) { return pn && qn && p < q + qn && q < p + pn; }
 
+bool is_reduction(CollKind k) {
+  return k == CollKind::allreduce || k == CollKind::reduce || k == CollKind::reduce_scatter;
+}
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// A reduction on device memory: the host transports only move bytes, and the GPU reduces
+// (DeviceRuntime::reduce: kernels/cuda), in rank order, so every rank that reduces the same
+// slices gets the same bits. Per chunk (all-reduce and reduce: KOLO_DEVICE_CHUNK_BYTES), one of:
+//  - gathered: the chunks go where the result is wanted (all-reduce: an allgather; reduce: a
+//    gather to the root; reduce-scatter: an all-to-all of the slices), and the GPU reduces the P
+//    copies straight into the output. One host operation; each rank receives (P-1) chunks.
+//  - two steps, above two ranks from KOLO_DEVICE_TWO_STEP_BYTES a chunk: an all-to-all hands rank
+//    j the j-th slice of every rank's chunk, the GPU reduces the P slices, and an allgather (reduce:
+//    a gather to the root) assembles the reduced slices, which are copied back. The bytes a ring
+//    moves, 2(P-1)/P chunks per rank, instead of the gathered form's P-1.
+// Two-step parts are ordered A0 A1 B0 A2 B1 ...: the engine moves chunk k+1's slices while the
+// GPU reduces chunk k's. The choice depends on the operation, its count, the group's size and the
+// configuration alone, so that every rank issues the same host operations.
+StagedOperation stage_reduction(std::shared_ptr<DeviceStaging> staging, const algo::CollArgs& args, const Buffer& send,
+                                const Buffer& recv, const CommonOptions& opts, int rank, int size) {
+  if (!opts.algorithm.empty())
+    refuse(args, "an algorithm was named (" + opts.algorithm + ") but a reduction on device memory runs as allgathers, "
+                 "gathers and all-to-alls of its slices on the host, reduced on the GPU: name their algorithms in "
+                 "KOLO_ALGO instead");
+  const size_t es = args.elem_size(), P = static_cast<size_t>(size), me = static_cast<size_t>(rank);
+  const bool scatter = args.kind == CollKind::reduce_scatter;
+  const bool rooted = args.kind == CollKind::reduce;
+  const bool wants_result = !rooted || args.root == rank;  // this rank's output is written
+  char* in_dev = static_cast<char*>(const_cast<void*>(args.send));
+  char* out_dev = static_cast<char*>(args.recv);
+  // reduce-scatter: one chunk of count elements per rank (its input holds P of them).
+  const size_t n = args.count;
+  const size_t chunk_elems =
+      scatter ? n : std::max<size_t>(1, static_cast<size_t>(config::get_int("KOLO_DEVICE_CHUNK_BYTES")) / es);
+  const size_t n_chunks = (n + chunk_elems - 1) / chunk_elems;
+  const bool two_step = !scatter && P > 2 &&
+                        std::min(n, chunk_elems) * es >= static_cast<size_t>(config::get_int("KOLO_DEVICE_TWO_STEP_BYTES"));
+
+  // Where each chunk lives in the pinned block: X (what the first host operation moves) and, in
+  // two steps, Y (the reduced slices the second assembles).
+  struct Chunk {
+    size_t first = 0, count = 0, slice = 0;  // elements; slice: two steps' per-rank share (padded)
+    size_t x = 0, y = 0;                     // byte offsets in the block
+  };
+  std::vector<Chunk> chunks(n_chunks);
+  size_t block_bytes = 0;
+  for (size_t k = 0; k < n_chunks; ++k) {
+    Chunk& c = chunks[k];
+    c.first = k * chunk_elems;
+    c.count = std::min(chunk_elems, n - c.first);
+    c.x = block_bytes;
+    if (two_step) {
+      c.slice = (c.count + P - 1) / P;
+      c.y = c.x + round_up(P * c.slice * es);
+      block_bytes = c.y + round_up((wants_result ? P : 1) * c.slice * es);
+    } else {
+      // All P copies where this rank reduces them; a reduce's other ranks hold their own only.
+      block_bytes += round_up((wants_result ? P : 1) * c.count * es);
+    }
+  }
+
+  const size_t parts_per_chunk = two_step ? 2 : 1;
+  auto work = WorkAccess::make_derived<DeviceWork>(algo::coll_name(args.kind), 0, std::move(staging), opts.stream,
+                                                   n_chunks * parts_per_chunk);
+  work->dtype = args.dtype;
+  work->op = args.op;
+  work->nranks = size;
+  char* block = work->take_block(block_bytes);
+  StagedOperation staged;
+  staged.host.resize(work->parts.size());
+
+  // Host operation arguments over the block: kind, per-rank count, send and receive.
+  auto host_op = [&](CollKind kind, size_t count, char* s, size_t s_elems, char* r, size_t r_elems) {
+    HostOperation h{args, Buffer(s, s_elems, args.dtype), Buffer(r, r_elems, args.dtype)};
+    h.args.kind = kind;
+    h.args.step_of = algo::coll_name(args.kind);
+    h.args.op = ReduceKind::sum;  // moved, not reduced
+    h.args.count = count;
+    h.args.send = s;
+    h.args.recv = r;
+    return h;
+  };
+  // Part order: A0 [A1 B0 A2 B1 ... B(n-1)] in two steps, A0 A1 ... in the gathered form.
+  auto part_a = [&](size_t k) { return two_step ? (k == 0 ? 0 : 2 * k - 1) : k; };
+  auto part_b = [&](size_t k) { return k + 1 == n_chunks ? 2 * k + 1 : 2 * k + 2; };
+
+  for (size_t k = 0; k < n_chunks; ++k) {
+    const Chunk& c = chunks[k];
+    char* x = block + c.x;
+    DeviceWork::Part& a = work->parts[part_a(k)];
+    a.gated = true;
+    if (!two_step) {
+      const size_t bytes = c.count * es;
+      if (scatter) {  // all P slices of the input; each rank's slice j goes to rank j
+        a.in[0] = {in_dev, x, P * bytes};
+        staged.host[part_a(k)] = host_op(CollKind::alltoall, n, x, P * n, x, P * n);
+      } else {
+        char* own = wants_result ? x + me * bytes : x;  // in place: the gathers' own slot
+        a.in[0] = {in_dev + c.first * es, own, bytes};
+        staged.host[part_a(k)] = rooted ? host_op(CollKind::gather, c.count, own, c.count, wants_result ? x : nullptr,
+                                                  wants_result ? P * c.count : 0)
+                                        : host_op(CollKind::allgather, c.count, own, c.count, x, P * c.count);
+      }
+      if (wants_result)
+        a.reduce = {out_dev + c.first * es, x, bytes, size, c.count};
+      continue;
+    }
+    // Two steps. The padding past the chunk is zeroed, so that the GPU reduces defined values.
+    const size_t slice_bytes = c.slice * es;
+    std::memset(x + c.count * es, 0, P * slice_bytes - c.count * es);
+    a.in[0] = {in_dev + c.first * es, x, c.count * es};
+    staged.host[part_a(k)] = host_op(CollKind::alltoall, c.slice, x, P * c.slice, x, P * c.slice);
+    char* y = block + c.y;
+    char* mine = wants_result ? y + me * slice_bytes : y;
+    a.reduce = {mine, x, slice_bytes, size, c.slice};
+    a.feeds = part_b(k);
+    DeviceWork::Part& b = work->parts[part_b(k)];
+    b.gated = true;
+    b.ready_from_gpu = true;
+    staged.host[part_b(k)] = rooted ? host_op(CollKind::gather, c.slice, mine, c.slice, wants_result ? y : nullptr,
+                                              wants_result ? P * c.slice : 0)
+                                    : host_op(CollKind::allgather, c.slice, mine, c.slice, y, P * c.slice);
+    if (wants_result) b.out = {out_dev + c.first * es, y, c.count * es};
+  }
+  (void)send;
+  (void)recv;
+  work->queue();
+  staged.work = std::move(work);
+  return staged;
+}
+
 }  // namespace
 
 CheckedDevice check_device_operation(GroupDevice& group, const algo::CollArgs& args, const Buffer& send,
@@ -172,10 +305,11 @@ StagedOperation stage_device_operation(GroupDevice& group, const CheckedDevice& 
   }
 
   DeviceCurrent current(*rt, device.index);
-  // Large all-reduces, reduces and broadcasts (elementwise: chunk k of the output depends on
-  // chunk k of the inputs only) run as one host operation per chunk.
-  const bool elementwise =
-      args.kind == CollKind::allreduce || args.kind == CollKind::reduce || args.kind == CollKind::broadcast;
+  if (is_reduction(args.kind) && args.count > 0)
+    return stage_reduction(std::move(staging), args, send, recv, opts, rank, size);
+  // Large broadcasts (elementwise: chunk k of the output depends on chunk k of the input only)
+  // run as one host operation per chunk.
+  const bool elementwise = args.kind == CollKind::broadcast;
   const size_t chunk_elems = std::max<size_t>(1, static_cast<size_t>(config::get_int("KOLO_DEVICE_CHUNK_BYTES")) / es);
   const size_t n_parts = elementwise && args.count > chunk_elems ? (args.count + chunk_elems - 1) / chunk_elems : 1;
   auto work = WorkAccess::make_derived<DeviceWork>(algo::coll_name(args.kind), 0, staging, opts.stream, n_parts);
@@ -221,6 +355,7 @@ StagedOperation stage_device_operation(GroupDevice& group, const CheckedDevice& 
     // alltoallv's receive buffer has gaps between the blocks it writes: copying the whole range
     // back must return what the gaps held, so it is copied in too.
     if (args.kind == CollKind::alltoallv) p.in[1] = {out_dev, out_host, out_bytes};
+    p.gated = in_bytes + p.in[1].bytes > 0;
     staged.host.push_back(whole);
   } else {
     // Chunk k: elements [k*chunk_elems, ...) of every range and of every buffer this rank uses.
@@ -229,6 +364,7 @@ StagedOperation stage_device_operation(GroupDevice& group, const CheckedDevice& 
       DeviceWork::Part& p = work->parts[k];
       if (in_bytes) p.in[0] = {in_dev + off, in_host + off, count * es};
       if (out_bytes) p.out = {out_dev + off, out_host + off, count * es};
+      p.gated = in_bytes > 0;
       HostOperation h = whole;
       h.args.count = count;
       // A buffer this rank uses moves to chunk k; one it does not use stays as it is.

@@ -63,20 +63,25 @@ char* DeviceWork::take_block(size_t block_bytes) {
 void DeviceWork::queue() {
   // The issuing stream: each part's inputs into the block, then its ready flag and event.
   for (Part& p : parts) {
+    if (p.ready_from_gpu) continue;
     for (const Copy& c : p.in) rt_.copy(c.host, c.device, c.bytes, stream_);
-    if (p.needs_gate()) rt_.write_flag(stream_, p.ready.slot, p.ready.value);
+    if (p.gated) rt_.write_flag(stream_, p.ready.slot, p.ready.value);
     rt_.record(p.ready_event, stream_);
   }
-  // The copy stream: each part's outputs back once it has moved, after the issuing stream's
-  // earlier work (which may still read the output buffers); then the result.
+  // The copy stream, in the parts' order: once a part has moved, after the issuing stream's
+  // earlier work (which may still read the output buffers), its reduction on the GPU, the flag
+  // that lets the engine move the reduced slices, and its outputs back; then the result.
   void* copy_stream = staging_->copy_stream;
   for (Part& p : parts) {
-    if (p.out.bytes == 0) continue;
-    rt_.stream_wait(copy_stream, p.ready_event);
+    if (!p.acts_after()) continue;
+    if (!p.ready_from_gpu) rt_.stream_wait(copy_stream, p.ready_event);
     rt_.wait_flag(copy_stream, p.moved.slot, p.moved.value);
+    const Reduction& r = p.reduce;
+    if (r.ways > 0) rt_.reduce(dtype, op, r.dst, r.src, r.stride, r.ways, r.count, nranks, copy_stream);
+    if (p.feeds != kNoPart) rt_.write_flag(copy_stream, parts[p.feeds].ready.slot, parts[p.feeds].ready.value);
     rt_.copy(p.out.device, p.out.host, p.out.bytes, copy_stream);
   }
-  if (parts.back().out.bytes == 0)  // the result must still follow every part's end
+  if (!parts.back().acts_after())  // the result must still follow every part's end
     rt_.wait_flag(copy_stream, parts.back().moved.slot, parts.back().moved.value);
   rt_.write_flag(copy_stream, result_.slot, result_.value);
   // The block is free again once the GPU is done with it: ask for it back now.
@@ -94,8 +99,9 @@ bool reached(const uint32_t* slot, uint32_t value) {
 
 void DeviceWork::Part::gate(std::chrono::steady_clock::time_point deadline) {
   if (!poll_until([&] { return reached(ready.slot, ready.value); }, deadline))
-    throw TimeoutError("the work queued on its CUDA stream before it has not finished within the timeout (its inputs "
-                       "were never copied out of device memory)");
+    throw TimeoutError(ready_from_gpu ? "the GPU did not reduce the slices it moves within the timeout"
+                                      : "the work queued on its CUDA stream before it has not finished within the "
+                                        "timeout (its inputs were never copied out of device memory)");
   ready_seen = true;
 }
 

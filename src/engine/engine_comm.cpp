@@ -68,6 +68,8 @@ static std::string seconds_text(std::chrono::milliseconds t) {
 std::string describe_operation(const algo::CollArgs& args, uint64_t seq) {
   if (args.kind == algo::CollKind::recv && args.root < 0)
     return "recv from any source #" + std::to_string(seq) + " (tag " + std::to_string(args.tag) + ")";
+  if (args.step_of)  // "allreduce on device memory, its allgather #3": #3 is the step's number on every rank
+    return std::string(args.step_of) + " on device memory, its " + algo::coll_name(args.kind) + " #" + std::to_string(seq);
   return std::string(algo::coll_name(args.kind)) + " #" + std::to_string(seq);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "reference.hpp"
+#include "test_memory.hpp"
 
 namespace kolo::coltest {
 namespace {
@@ -157,7 +158,9 @@ std::vector<MatrixCase> matrix_cases(Coll c, int world) {
   const std::vector<size_t> counts = small_counts(world);
   const size_t full_count = static_cast<size_t>(world * 3 + 1);
   const std::vector<bool> placements = has_in_place(c) ? std::vector<bool>{false, true} : std::vector<bool>{false};
-  const auto algorithms = algorithms_of(c);
+  // A reduction on device memory is moved by allgathers, gathers and all-to-alls and reduced on
+  // the GPU (src/engine/device_issue.cpp): no host algorithm of its own can be named for it.
+  const auto algorithms = is_reduction(c) && test_on_device() ? std::vector<std::string>{""} : algorithms_of(c);
 
   if (c == Coll::barrier) {
     for (const std::string& algo : algorithms) cases.push_back({c, algo});

@@ -60,14 +60,17 @@ INSTANTIATE_TEST_SUITE_P(AllCollectives, DeviceMatrix,
                          ::testing::Combine(::testing::ValuesIn(all_colls()), ::testing::Range(1, 9)), case_name);
 
 // All-reduce, reduce and broadcast on device memory in many chunks (one host operation each,
-// pipelined: DeviceWork::Part), every element checked.
+// pipelined: DeviceWork::Part), every element checked; at 3 and 4 ranks the reductions' chunks
+// take two steps (an all-to-all of slices, reduced on the GPU, then an allgather or gather:
+// device_issue.cpp), at 2 ranks one.
 TEST(DeviceMatrixChunked, EveryOutputElementMatchesTheReference) {
   for (Coll coll : {Coll::allreduce, Coll::reduce, Coll::broadcast})
-    for (int world : {2, 3}) {
+    for (int world : {2, 3, 4}) {
       LaunchSpec spec = worker_launch("matrix", world, std::chrono::seconds(240));
       spec.args.push_back(coll_name(coll));
       spec.env["KOLO_TEST_DEVICE_MEMORY"] = "1";
       spec.env["KOLO_DEVICE_CHUNK_BYTES"] = "64K";
+      spec.env["KOLO_DEVICE_TWO_STEP_BYTES"] = "1K";
       const char* real = std::getenv("KOLO_TEST_REAL_GPU");
       if (!(real && std::string(real) == "1")) spec.env["KOLO_DEVICE_STANDIN"] = "1";
       spec.rank_env = [](int rank) { return Env{{"LOCAL_RANK", std::to_string(rank)}}; };

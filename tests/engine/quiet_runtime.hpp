@@ -31,6 +31,7 @@ class QuietRuntime : public kolo::kernels::DeviceRuntime {
   void stream_wait(void*, void*) override {}
   void copy(void*, const void*, size_t, void*) override {}
   void host_fn(void*, std::function<void()>) override {}
+  void reduce(kolo::DataType, const kolo::ReduceOp&, void*, const void*, size_t, int, size_t, int, void*) override {}
   bool can_wait_on_flags() override { return true; }
   void write_flag(void*, uint32_t*, uint32_t) override {}
   void wait_flag(void*, uint32_t*, uint32_t) override {}
