@@ -164,6 +164,10 @@ StagedOperation stage_reduction(std::shared_ptr<DeviceStaging> staging, const al
   work->op = args.op;
   work->nranks = size;
   char* block = work->take_block(block_bytes);
+  size_t max_slice = 0;
+  for (const Chunk& c : chunks) max_slice = std::max(max_slice, c.slice);
+  // Where the copy stream reduces each chunk's slices in two steps (one at a time, in its order).
+  char* scratch = two_step ? work->device_scratch(max_slice * es) : nullptr;
   StagedOperation staged;
   staged.host.resize(work->parts.size());
 
@@ -210,7 +214,8 @@ StagedOperation stage_reduction(std::shared_ptr<DeviceStaging> staging, const al
     staged.host[part_a(k)] = host_op(CollKind::alltoall, c.slice, x, P * c.slice, x, P * c.slice);
     char* y = block + c.y;
     char* mine = wants_result ? y + me * slice_bytes : y;
-    a.reduce = {mine, x, slice_bytes, size, c.slice};
+    // Reduced in device memory, then copied into the block: each slice crosses the bus once.
+    a.reduce = {scratch, x, slice_bytes, size, c.slice, mine};
     a.feeds = part_b(k);
     DeviceWork::Part& b = work->parts[part_b(k)];
     b.gated = true;

@@ -34,10 +34,20 @@ DeviceStaging::~DeviceStaging() {
     for (void* e : free_events_) rt.destroy_event(e);
     // Blocks still retired are in a user's stream that has not reached them: left allocated.
     for (uint32_t* page : flag_pages_) rt.free_host(page);
+    for (char* s : scratch_) rt.free_device(s);
     rt.destroy_stream(copy_stream);
   } catch (...) {
     // A broken CUDA context at exit: nothing more to free.
   }
+}
+
+char* DeviceStaging::device_scratch(size_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (scratch_.empty() || scratch_bytes_ < bytes) {
+    scratch_bytes_ = std::max(bytes, scratch_bytes_ * 2);
+    scratch_.push_back(static_cast<char*>(rt.alloc_device(scratch_bytes_)));
+  }
+  return scratch_.back();
 }
 
 void DeviceStaging::reclaim_locked() {

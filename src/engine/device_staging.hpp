@@ -41,6 +41,12 @@ class DeviceStaging {
   Flag take_flag();
   // Gives back what an operation used: reused once `events` (two, either may be null) are done.
   void give_back(Block block, void* event_a, void* event_b, const Flag& flag);
+  // Device memory of at least `bytes` for work queued on the copy stream from now on: where the
+  // GPU reduces slices it then copies to the block, so that a reduction over P slices reads each
+  // across the bus once and writes its result once (its passes read and write this, in the
+  // GPU's memory). One at a time in stream order; a smaller one it replaces is kept until the
+  // staging is destroyed (the stream may still use it).
+  char* device_scratch(size_t bytes);
 
  private:
   struct Retired {
@@ -62,6 +68,8 @@ class DeviceStaging {
   std::vector<Retired> retired_;
   // Flags: pages of slots in pinned memory; each slot's last value; the free slots.
   static constexpr size_t kSlotsPerPage = 1024;
+  std::vector<char*> scratch_;  // device memory; the last is the current one
+  size_t scratch_bytes_ = 0;
   std::vector<uint32_t*> flag_pages_;
   std::vector<uint32_t> flag_values_;
   std::vector<size_t> free_flags_;

@@ -78,6 +78,7 @@ void DeviceWork::queue() {
     rt_.wait_flag(copy_stream, p.moved.slot, p.moved.value);
     const Reduction& r = p.reduce;
     if (r.ways > 0) rt_.reduce(dtype, op, r.dst, r.src, r.stride, r.ways, r.count, nranks, copy_stream);
+    if (r.copy_to) rt_.copy(r.copy_to, r.dst, r.count * dtype_size(dtype), copy_stream);
     if (p.feeds != kNoPart) rt_.write_flag(copy_stream, parts[p.feeds].ready.slot, parts[p.feeds].ready.value);
     rt_.copy(p.out.device, p.out.host, p.out.bytes, copy_stream);
   }

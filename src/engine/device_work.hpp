@@ -44,6 +44,7 @@ class DeviceWork final : public Work, public DeviceCompletion {
     size_t stride = 0;  // bytes
     int ways = 0;
     size_t count = 0;
+    char* copy_to = nullptr;  // then copied there (dst is then the staging's device scratch)
   };
   static constexpr size_t kNoPart = static_cast<size_t>(-1);
   // One host operation of the device operation: all of it, or one chunk of a large all-reduce,
@@ -74,6 +75,7 @@ class DeviceWork final : public Work, public DeviceCompletion {
   // Issue side: a pinned block of `block_bytes` for the parts' host pointers; then, once the
   // parts are filled in, everything the GPU does for the operation (queue()).
   char* take_block(size_t block_bytes);
+  char* device_scratch(size_t bytes) { return staging_->device_scratch(bytes); }
   std::vector<Part> parts;
   // The parts' reductions: dtype, op and the group's size (avg divides by it).
   DataType dtype = DataType::float32;
