@@ -147,6 +147,9 @@ class CudaMemory final : public IpcMemory {
   void release(void* ptr) override { check(cudaFree(ptr), "cudaFree"); }
   void to_device(void* dst, const void* src, size_t bytes) override {
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+    // From pageable memory cudaMemcpy may return before its DMA has landed, and the pairs' copy
+    // streams are non-blocking (not ordered after the legacy stream): wait for it here.
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (after a host to device copy)");
   }
   void to_host(void* dst, const void* src, size_t bytes) override {
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
