@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 #include "kolo/error.hpp"
 
 namespace kolo::cuda_ipc {
@@ -19,20 +20,40 @@ struct Handle {
   uint64_t offset, size, id;
 };
 
+// A copy runs when it is reported complete, at the second look after it was posted, not when
+// posted: a caller that reads the destination, or reuses the source, before done() says so
+// sees stale bytes, as it would on a GPU.
 class StandinCopyQueue final : public CopyQueue {
  public:
+  ~StandinCopyQueue() override { run_until(posted_); }  // as a stream's destructor waits for its work
   uint64_t copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+    pending_.push_back(Copy{dst, src, bytes});
     return ++posted_;
   }
   uint64_t done() override {
-    const uint64_t d = seen_;
-    seen_ = posted_;  // complete from the next look on
-    return d;
+    run_until(cut_);
+    cut_ = posted_;  // complete from the next look on
+    return done_;
   }
 
  private:
-  uint64_t posted_ = 0, seen_ = 0;
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void run_until(uint64_t n) {
+    for (; done_ < n; ++done_) {
+      const Copy& c = pending_[done_ - first_];
+      if (c.bytes > 0 && c.dst != c.src) std::memmove(c.dst, c.src, c.bytes);
+    }
+    if (done_ - first_ > 64) {
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done_ - first_));
+      first_ = done_;
+    }
+  }
+  std::vector<Copy> pending_;  // copies first_ + 1, first_ + 2, ... (first_ + i + 1 at [i])
+  uint64_t first_ = 0, posted_ = 0, cut_ = 0, done_ = 0;
 };
 
 class StandinMemory final : public IpcMemory {
