@@ -4,8 +4,8 @@
 // large message's buffer exported once and mapped once however often it is sent; deregistered or
 // freed and reallocated, the peer closes its mapping and maps the new allocation, never reading
 // the old), the staging ring (full: later small sends wait for the receiver, then all complete
-// in order), a large send held until the receiver has copied it, and a buffer that is not
-// device memory refused naming the peer.
+// in order), a large send held until the receiver has copied it, no copy left running into a
+// failed request's buffer, and a buffer that is not device memory refused naming the peer.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -223,6 +223,34 @@ TEST(CudaIpcPair, FullStagingRingMakesSendsWait) {
   }
   for (void* p : src) mem().release(p);
   for (void* p : dst) mem().release(p);
+}
+
+// A failed request's buffer is the caller's again: a copy into it that was still in flight when
+// the pair aborted has finished by then, and nothing writes it afterwards (the stand-in runs a
+// copy only when it is reported complete, or when its queue is drained or destroyed).
+TEST(CudaIpcPair, NoCopyTouchesABufferAfterItsRequestFailed) {
+  Two t;
+  void* src = device_bytes(kLarge, 4);
+  void* dst = device_bytes(kLarge, 0);
+  Request s, r;
+  t.dev[0]->pair(1)->post_send(src, kLarge, tag(1), &s);
+  Tag got;
+  uint64_t got_bytes = 0;
+  const auto deadline = Clock::now() + 5s;
+  while (!t.dev[1]->pair(0)->peek_incoming(&got, &got_bytes) && Clock::now() < deadline) t.poll_both(1);
+  ASSERT_EQ(got_bytes, kLarge);
+  t.dev[1]->pair(0)->post_recv(dst, kLarge, tag(1), &r);  // starts the copy, not yet complete
+  ASSERT_EQ(r.state, Request::State::pending);
+  t.dev[1]->abort("test gives up");
+  ASSERT_EQ(r.state, Request::State::failed);
+  EXPECT_EQ(r.failure, Failure::aborted);
+  std::vector<uint8_t> mine(kLarge, 0x5a);
+  mem().to_device(dst, mine.data(), kLarge);  // the caller reuses its buffer
+  t.poll_both(10);
+  t.dev[1].reset();
+  EXPECT_TRUE(holds(dst, kLarge, 0x5a)) << "a copy of the failed receive wrote its buffer afterwards";
+  mem().release(src);
+  mem().release(dst);
 }
 
 TEST(CudaIpcPair, HostBufferIsRefusedNamingThePeer) {

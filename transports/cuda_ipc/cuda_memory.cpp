@@ -56,6 +56,10 @@ class CudaCopyQueue final : public CopyQueue {
     check(cudaEventRecord(events_[posted_ % events_.size()], stream_), "cudaEventRecord (pair copy)");
     return posted_;
   }
+  void drain() override {
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (pair copies, on failure)");
+    done_ = posted_;
+  }
   uint64_t done() override {
     while (done_ < posted_) {
       const cudaError_t rc = cudaEventQuery(events_[(done_ + 1) % events_.size()]);

@@ -33,6 +33,9 @@ class CopyQueue {
   virtual uint64_t copy(void* dst, const void* src, size_t bytes) = 0;
   // The highest number known complete; never blocks (cudaEventQuery).
   virtual uint64_t done() = 0;
+  // Waits for every posted copy, for a pair that fails: its requests' buffers are the caller's
+  // again at once. Bounded: a copy waits on nothing another process does.
+  virtual void drain() = 0;
 };
 
 class IpcMemory {

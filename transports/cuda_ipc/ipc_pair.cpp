@@ -58,15 +58,25 @@ bool IpcPair::check_device_buffer(const void* buf, size_t bytes, const char* wha
 void IpcPair::on_send_posted() {
   const SendOp& op = sends_[sends_.size() - 1];
   if (!check_device_buffer(op.buf, op.bytes, "send to")) return;
-  pump_sends();
+  guarded(&IpcPair::pump_sends);
   if (!failed_) flush();
 }
 
 void IpcPair::on_recv_posted() {
   const RecvOp& op = recvs_[recvs_.size() - 1];
   if (!check_device_buffer(op.buf, op.bytes, "receive from")) return;
-  pump_recvs();
+  guarded(&IpcPair::pump_recvs);
   if (!failed_) flush();
+}
+
+bool IpcPair::guarded(bool (IpcPair::*pump)()) {
+  // A copy the GPU refuses (cudaMemcpyAsync, cudaEventQuery) throws: the pair fails with it,
+  // naming the peer, instead of the exception leaving the device's poll().
+  try {
+    return (this->*pump)();
+  } catch (const std::exception& e) {
+    return fail(Failure::io_error, "copying a message of " + who() + ": " + e.what());
+  }
 }
 
 bool IpcPair::peek_header(Tag* tag, uint64_t* bytes) const {
@@ -81,8 +91,8 @@ bool IpcPair::peek_header(Tag* tag, uint64_t* bytes) const {
 bool IpcPair::progress() {
   if (failed_ || gone_) return false;
   bool changed = read_socket();
-  if (!failed_ && !gone_) changed |= pump_sends();
-  if (!failed_ && !gone_) changed |= pump_recvs();
+  if (!failed_ && !gone_) changed |= guarded(&IpcPair::pump_sends);
+  if (!failed_ && !gone_) changed |= guarded(&IpcPair::pump_recvs);
   if (!failed_ && !gone_) changed |= flush();
   return changed;
 }
@@ -326,6 +336,13 @@ void IpcPair::shutdown_socket() {
 // ---- failures ----
 
 void IpcPair::fail_held(Failure why, const std::string& detail) {
+  // Before any request fails: its buffer is the caller's again once it does, so no copy of ours
+  // may still read or write it.
+  try {
+    copies_->drain();
+  } catch (const std::exception&) {
+    // The GPU failed the copies: nothing of ours runs there any more either.
+  }
   for (size_t i = 0; i < announced_.size(); ++i)
     if (Request* r = announced_[i].req; r && r->state == Request::State::pending) r->fail(why, detail);
   announced_.clear();

@@ -72,6 +72,8 @@ class IpcPair final : public transport::PairBase {
   void handle_hangup();
   bool pump_sends();
   bool pump_recvs();
+  // Runs a pump; a GPU error it throws fails the pair instead.
+  bool guarded(bool (IpcPair::*pump)());
   // Queues a record and writes what the socket takes.
   void put(const wire::Record& r);
   bool flush();

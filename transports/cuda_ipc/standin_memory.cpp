@@ -30,6 +30,7 @@ class StandinCopyQueue final : public CopyQueue {
     pending_.push_back(Copy{dst, src, bytes});
     return ++posted_;
   }
+  void drain() override { run_until(posted_); }
   uint64_t done() override {
     run_until(cut_);
     cut_ = posted_;  // complete from the next look on
