@@ -12,6 +12,11 @@
 // tcp runs it four times: connecting eagerly (a full mesh at setup) and lazily (KOLO_CONNECT=lazy:
 // each pair on its first use), each in clear and with KOLO_TLS=1, and the lazy mode has its own cases at the end (what it connects,
 // both sides dialling at once, a peer dead before the first connect, an abort heard late).
+// The cuda_ipc pair device (transports/cuda_ipc/ipc_pair_device.hpp: device memory between the
+// processes of one node, not in the registry) runs every case but the lazy ones on device
+// buffers (Buf below): "cuda_ipc/standin" over the host stand-in of device memory, everywhere;
+// "cuda_ipc" over cudaMalloc'd memory with a GPU (built with CUDA; skips, saying why, without
+// one). Its cross-process run is kolo-ipc-test's pair part (tests/cuda_ipc).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -29,6 +34,11 @@
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
 #include "transports/transport.hpp"
+#include "transports/cuda_ipc/ipc_pair_device.hpp"
+#include "transports/cuda_ipc/standin_memory.hpp"
+#ifdef KOLO_TEST_CUDA_IPC
+#include "transports/cuda_ipc/cuda_memory.hpp"
+#endif
 #include "failure_recorder.hpp"
 
 using namespace kolo;
@@ -51,6 +61,41 @@ struct Rank {
 const transport::TransportInfo* g_transport = nullptr;  // the transport under test
 bool g_lazy = false;                                      // ... connecting on first use
 std::shared_ptr<Store> g_store;                           // outlives the lazily connected devices
+cuda_ipc::IpcMemory* g_memory = nullptr;                  // device memory of the transport under test; null: host
+
+// A case's buffer: `host` is what the test reads and writes; data() is what it posts, the same
+// memory for a host transport, device memory (g_memory) for a device one, where push() uploads
+// `host` and pull() downloads into it.
+template <class T>
+class Buf {
+ public:
+  explicit Buf(size_t n, T fill = T{}) : host(n, fill) {
+    if (g_memory) {
+      dev_ = g_memory->allocate(n * sizeof(T));
+      push();
+    }
+  }
+  Buf(Buf&& o) noexcept : host(std::move(o.host)), dev_(o.dev_) { o.dev_ = nullptr; }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() {
+    if (dev_) g_memory->release(dev_);
+  }
+  T* data() { return dev_ ? static_cast<T*>(dev_) : host.data(); }
+  size_t size() const { return host.size(); }
+  size_t bytes() const { return host.size() * sizeof(T); }
+  void push() {
+    if (dev_) g_memory->to_device(dev_, host.data(), bytes());
+  }
+  const std::vector<T>& pull() {
+    if (dev_) g_memory->to_host(host.data(), dev_, bytes());
+    return host;
+  }
+  std::vector<T> host;
+
+ private:
+  void* dev_ = nullptr;
+};
 
 transport::Bootstrap make_bootstrap(Store& store, int rank, int size, Sink* sink, uint8_t secret_byte = 7,
                                     std::chrono::milliseconds timeout = 10s) {
@@ -126,7 +171,20 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
       ::setenv("KOLO_SECRET", "conformance", 1);
     }
     g_lazy = param.size() > 5 && param.substr(param.size() - 5) == "/lazy";
-    g_transport = transport::find_transport(g_lazy ? param.substr(0, param.size() - 5) : param);
+    g_memory = nullptr;
+    if (param == "cuda_ipc/standin") {
+      g_transport = &cuda_ipc::standin_pair_transport();
+      g_memory = &cuda_ipc::standin_memory();
+    } else if (param == "cuda_ipc") {
+#ifdef KOLO_TEST_CUDA_IPC
+      std::string why;
+      if (!cuda_ipc::cuda_device_usable(&why)) GTEST_SKIP() << "cuda_ipc: " << why;
+      g_transport = &cuda_ipc::cuda_pair_transport();
+      g_memory = &cuda_ipc::cuda_memory();
+#endif
+    } else {
+      g_transport = transport::find_transport(g_lazy ? param.substr(0, param.size() - 5) : param);
+    }
     ASSERT_NE(g_transport, nullptr);
     auto store = make_hash_store();
     Sink sink;
@@ -134,6 +192,7 @@ class TransportConformance : public ::testing::TestWithParam<std::string> {
       GTEST_SKIP() << GetParam() << " does not reach a peer on this machine";
   }
   void TearDown() override {
+    g_memory = nullptr;
     if (!tls_) return;
     ::unsetenv("KOLO_TLS");
     ::unsetenv("KOLO_SECRET");
@@ -147,6 +206,10 @@ std::vector<std::string> registered_transports() {
   names.push_back("tcp/lazy");  // the only transport whose connections can wait for their first use
   names.push_back("tcp/tls");   // KOLO_TLS=1: TLS handshake at setup, records on the data path
   names.push_back("tcp/lazy/tls");  // ... and the TLS handshake in the pair's first reads and writes
+  names.push_back("cuda_ipc/standin");  // device memory between processes of a node, on the host stand-in
+#ifdef KOLO_TEST_CUDA_IPC
+  names.push_back("cuda_ipc");  // ... on the GPU
+#endif
   return names;
 }
 
@@ -155,11 +218,12 @@ std::vector<std::string> registered_transports() {
 TEST_P(TransportConformance, BytesArriveIntactAtEverySize) {
   auto ranks = connect_all(2);
   const std::vector<size_t> sizes = {0, 1, 7, 40, 4096, 16 * 1024 - 1, 65536 + 3, 1 << 20, (8 << 20) + 5};
-  std::vector<std::vector<uint8_t>> out(sizes.size()), in(sizes.size());
+  std::vector<Buf<uint8_t>> out, in;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    out[i].resize(sizes[i]);
-    for (size_t j = 0; j < sizes[i]; ++j) out[i][j] = static_cast<uint8_t>((j * 131 + i * 7) & 0xff);
-    in[i].assign(sizes[i], 0xEE);
+    out.emplace_back(sizes[i]);
+    for (size_t j = 0; j < sizes[i]; ++j) out[i].host[j] = static_cast<uint8_t>((j * 131 + i * 7) & 0xff);
+    out[i].push();
+    in.emplace_back(sizes[i], 0xEE);
   }
   std::thread sender([&] {
     std::vector<Request> reqs(sizes.size());
@@ -181,25 +245,26 @@ TEST_P(TransportConformance, BytesArriveIntactAtEverySize) {
   sender.join();
   for (size_t i = 0; i < sizes.size(); ++i) {
     EXPECT_EQ(reqs[i].state, Request::State::done) << "size " << sizes[i];
-    EXPECT_TRUE(in[i] == out[i]) << "payload of size " << sizes[i] << " differs";
+    EXPECT_TRUE(in[i].pull() == out[i].host) << "payload of size " << sizes[i] << " differs";
   }
 }
 
 TEST_P(TransportConformance, ReceivePostedAfterArrivalStillMatches) {
   auto ranks = connect_all(2);
-  std::vector<int> data(1000);
-  std::iota(data.begin(), data.end(), 5);
+  Buf<int> data(1000);
+  std::iota(data.host.begin(), data.host.end(), 5);
+  data.push();
   Request s;
-  ranks[0]->dev->pair(1)->post_send(data.data(), data.size() * sizeof(int), tag(9), &s);
+  ranks[0]->dev->pair(1)->post_send(data.data(), data.bytes(), tag(9), &s);
   drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
   std::this_thread::sleep_for(20ms);
   ranks[1]->dev->poll();  // reads the header and parks it: no receive yet
-  std::vector<int> got(1000, -1);
+  Buf<int> got(1000, -1);
   Request r;
-  ranks[1]->dev->pair(0)->post_recv(got.data(), got.size() * sizeof(int), tag(9), &r);
+  ranks[1]->dev->pair(0)->post_recv(got.data(), got.bytes(), tag(9), &r);
   drive(*ranks[1]->dev, {&r});
   EXPECT_EQ(r.state, Request::State::done);
-  EXPECT_EQ(got, data);
+  EXPECT_EQ(got.pull(), data.host);
 }
 
 // Polls `dev` until the pair to `peer` shows the header of a message (peek_incoming), or fails
@@ -226,8 +291,9 @@ TEST_P(TransportConformance, PeekShowsTheNextHeaderWithoutConsumingIt) {
     uint64_t got_bytes = 12345;
     for (int i = 0; i < 5; ++i) ranks[1]->dev->poll();
     EXPECT_FALSE(ranks[1]->dev->pair(0)->peek_incoming(&got, &got_bytes)) << "nothing was sent yet";
-    std::vector<uint8_t> out(size), in(size, 0xEE);
-    for (size_t j = 0; j < size; ++j) out[j] = static_cast<uint8_t>((j * 37 + size) & 0xff);
+    Buf<uint8_t> out(size), in(size, 0xEE);
+    for (size_t j = 0; j < size; ++j) out.host[j] = static_cast<uint8_t>((j * 37 + size) & 0xff);
+    out.push();
     Request s;
     std::thread sender([&] {
       ranks[0]->dev->pair(1)->post_send(out.data(), size, tag(size + 1), &s);
@@ -249,7 +315,7 @@ TEST_P(TransportConformance, PeekShowsTheNextHeaderWithoutConsumingIt) {
     sender.join();
     EXPECT_EQ(s.state, Request::State::done);
     EXPECT_EQ(r.state, Request::State::done) << r.detail;
-    EXPECT_TRUE(in == out) << "the message did not arrive whole after the peek";
+    EXPECT_TRUE(in.pull() == out.host) << "the message did not arrive whole after the peek";
     EXPECT_FALSE(ranks[1]->dev->pair(0)->peek_incoming(&got, &got_bytes)) << "the message was received";
   }
 }
@@ -258,16 +324,16 @@ TEST_P(TransportConformance, PeekShowsTheNextHeaderWithoutConsumingIt) {
 // message is there; after it completes, peek shows the message behind it.
 TEST_P(TransportConformance, PeekIsFalseWhileAReceiveIsPosted) {
   auto ranks = connect_all(2);
-  std::vector<int> a(300, 1), b(77, 2), got_a(300, 0), got_b(77, 0);
+  Buf<int> a(300, 1), b(77, 2), got_a(300, 0), got_b(77, 0);
   Request ra;
-  ranks[1]->dev->pair(0)->post_recv(got_a.data(), got_a.size() * sizeof(int), tag(1), &ra);
+  ranks[1]->dev->pair(0)->post_recv(got_a.data(), got_a.bytes(), tag(1), &ra);
   Tag got;
   uint64_t got_bytes = 0;
   EXPECT_FALSE(ranks[1]->dev->pair(0)->peek_incoming(&got, &got_bytes));
   Request sa, sb;
   std::thread sender([&] {
-    ranks[0]->dev->pair(1)->post_send(a.data(), a.size() * sizeof(int), tag(1), &sa);
-    ranks[0]->dev->pair(1)->post_send(b.data(), b.size() * sizeof(int), tag(2), &sb);
+    ranks[0]->dev->pair(1)->post_send(a.data(), a.bytes(), tag(1), &sa);
+    ranks[0]->dev->pair(1)->post_send(b.data(), b.bytes(), tag(2), &sb);
     drive(*ranks[0]->dev, {&sa, &sb});
   });
   auto deadline = Clock::now() + 10s;
@@ -277,25 +343,25 @@ TEST_P(TransportConformance, PeekIsFalseWhileAReceiveIsPosted) {
     if (!ranks[1]->dev->poll()) std::this_thread::sleep_for(50us);
   }
   EXPECT_EQ(ra.state, Request::State::done) << ra.detail;
-  EXPECT_EQ(got_a, a);
+  EXPECT_EQ(got_a.pull(), a.host);
   poll_until_peeked(*ranks[1]->dev, 0, &got, &got_bytes);
   EXPECT_TRUE(got == tag(2));
-  EXPECT_EQ(got_bytes, b.size() * sizeof(int));
+  EXPECT_EQ(got_bytes, b.bytes());
   Request rb;
-  ranks[1]->dev->pair(0)->post_recv(got_b.data(), got_b.size() * sizeof(int), tag(2), &rb);
+  ranks[1]->dev->pair(0)->post_recv(got_b.data(), got_b.bytes(), tag(2), &rb);
   drive(*ranks[1]->dev, {&rb});
   sender.join();
   EXPECT_EQ(rb.state, Request::State::done) << rb.detail;
-  EXPECT_EQ(got_b, b);
+  EXPECT_EQ(got_b.pull(), b.host);
 }
 
 TEST_P(TransportConformance, DifferentTagIsReportedWithWhatArrived) {
   auto ranks = connect_all(2);
-  int x = 1, y = 0;
+  Buf<int> x(1, 1), y(1, 0);
   Request s, r;
-  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  ranks[0]->dev->pair(1)->post_send(x.data(), x.bytes(), tag(1), &s);
   drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
-  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r);
+  ranks[1]->dev->pair(0)->post_recv(y.data(), y.bytes(), tag(2), &r);
   drive(*ranks[1]->dev, {&r});
   ASSERT_EQ(r.state, Request::State::failed);
   EXPECT_EQ(r.failure, Failure::tag_mismatch);
@@ -306,11 +372,11 @@ TEST_P(TransportConformance, DifferentTagIsReportedWithWhatArrived) {
 
 TEST_P(TransportConformance, DifferentSizeIsReported) {
   auto ranks = connect_all(2);
-  int64_t x = 1, y = 0;
+  Buf<int64_t> x(1, 1), y(1, 0);
   Request s, r;
-  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  ranks[0]->dev->pair(1)->post_send(x.data(), x.bytes(), tag(1), &s);
   drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
-  ranks[1]->dev->pair(0)->post_recv(&y, 4, tag(1), &r);
+  ranks[1]->dev->pair(0)->post_recv(y.data(), 4, tag(1), &r);
   drive(*ranks[1]->dev, {&r});
   ASSERT_EQ(r.state, Request::State::failed);
   EXPECT_EQ(r.failure, Failure::size_mismatch);
@@ -319,9 +385,9 @@ TEST_P(TransportConformance, DifferentSizeIsReported) {
 
 TEST_P(TransportConformance, DeadPeerFailsPendingReceiveAndNamesIt) {
   auto ranks = connect_all(3);
-  int y = 0;
+  Buf<int> y(1, 0);
   Request r;
-  ranks[1]->dev->pair(2)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[1]->dev->pair(2)->post_recv(y.data(), y.bytes(), tag(1), &r);
   ranks[2]->dev.reset();  // closes its sockets without a goodbye, as a killed process would
   drive(*ranks[1]->dev, {&r});
   ASSERT_EQ(r.state, Request::State::failed);
@@ -334,14 +400,14 @@ TEST_P(TransportConformance, IdlePeerDeathIsNoticedToo) {
   auto ranks = connect_all(2);
   // One message first, so that a lazily connected pair exists (a lazy device notices only the
   // deaths of peers it is connected to; a dial finds the others out: DeadPeerBeforeFirstConnect).
-  int x = 5, y = 0;
+  Buf<int> x(1, 5), y(1, 0);
   Request s, r;
-  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
-  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[0]->dev->pair(1)->post_send(x.data(), x.bytes(), tag(1), &s);
+  ranks[1]->dev->pair(0)->post_recv(y.data(), y.bytes(), tag(1), &r);
   std::thread t([&] { drive(*ranks[0]->dev, {&s}); });
   drive(*ranks[1]->dev, {&r});
   t.join();
-  ASSERT_EQ(y, 5);
+  ASSERT_EQ(y.pull()[0], 5);
   ranks[0]->dev.reset();
   auto deadline = Clock::now() + 5s;
   while (ranks[1]->sink.why == Failure::none && Clock::now() < deadline) {
@@ -354,9 +420,9 @@ TEST_P(TransportConformance, IdlePeerDeathIsNoticedToo) {
 
 TEST_P(TransportConformance, AbortNoticeCarriesTheReason) {
   auto ranks = connect_all(3);
-  int y = 0;
+  Buf<int> y(1, 0);
   Request r;
-  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[1]->dev->pair(0)->post_recv(y.data(), y.bytes(), tag(1), &r);
   const std::string reason = "0\nP\nrank 0 gives up: test";  // newlines: the engine's encoded form
   if (g_lazy) {
     // Lazily only connected peers hear an abort: connect rank 2 to rank 0 first (one message).
@@ -389,15 +455,15 @@ TEST_P(TransportConformance, AbortNoticeCarriesTheReason) {
 // with `aborted`, is not reported as a peer's failure, and every later post fails at once.
 TEST_P(TransportConformance, AbortFailsOwnRequestsAndRefusesLaterPosts) {
   auto ranks = connect_all(2);
-  int y = 0, x = 3;
+  Buf<int> y(1, 0), x(1, 3);
   Request r, later_send, later_recv;
-  ranks[0]->dev->pair(1)->post_recv(&y, sizeof y, tag(1), &r);
+  ranks[0]->dev->pair(1)->post_recv(y.data(), y.bytes(), tag(1), &r);
   ranks[0]->dev->abort("bye");
   EXPECT_EQ(r.state, Request::State::failed);
   EXPECT_EQ(r.failure, Failure::aborted);
   EXPECT_EQ(r.detail, "bye");
-  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(2), &later_send);
-  ranks[0]->dev->pair(1)->post_recv(&y, sizeof y, tag(3), &later_recv);
+  ranks[0]->dev->pair(1)->post_send(x.data(), x.bytes(), tag(2), &later_send);
+  ranks[0]->dev->pair(1)->post_recv(y.data(), y.bytes(), tag(3), &later_recv);
   for (Request* q : {&later_send, &later_recv}) {
     EXPECT_EQ(q->state, Request::State::failed);
     EXPECT_EQ(q->failure, Failure::aborted);
@@ -407,18 +473,18 @@ TEST_P(TransportConformance, AbortFailsOwnRequestsAndRefusesLaterPosts) {
   EXPECT_EQ(later_send.is_send, true);
   EXPECT_EQ(later_recv.tag, tag(3));
   EXPECT_EQ(ranks[0]->sink.why, Failure::none);  // its own abort is not a peer failure
-  EXPECT_EQ(y, 0);
+  EXPECT_EQ(y.pull()[0], 0);
 }
 
 // After the first failure a pair reports nothing more: the engine names one culprit.
 TEST_P(TransportConformance, OnlyTheFirstFailureIsReported) {
   auto ranks = connect_all(2);
-  int x = 1, y = 0;
+  Buf<int> x(1, 1), y(1, 0);
   Request s, r1, r2;
-  ranks[0]->dev->pair(1)->post_send(&x, sizeof x, tag(1), &s);
+  ranks[0]->dev->pair(1)->post_send(x.data(), x.bytes(), tag(1), &s);
   drive(*ranks[0]->dev, {&s}, ranks[1]->dev.get());
-  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(2), &r1);  // mismatch: the pair fails
-  ranks[1]->dev->pair(0)->post_recv(&y, sizeof y, tag(1), &r2);  // pending behind it
+  ranks[1]->dev->pair(0)->post_recv(y.data(), y.bytes(), tag(2), &r1);  // mismatch: the pair fails
+  ranks[1]->dev->pair(0)->post_recv(y.data(), y.bytes(), tag(1), &r2);  // pending behind it
   drive(*ranks[1]->dev, {&r1, &r2});
   EXPECT_EQ(r1.failure, Failure::tag_mismatch);
   // Failed with the pair: by its first failure if it was pending then, refused if posted after.
@@ -433,8 +499,9 @@ TEST_P(TransportConformance, OnlyTheFirstFailureIsReported) {
 TEST_P(TransportConformance, OrderlyCloseReportsNoFailure) {
   auto ranks = connect_all(3);
   // A message in flight that is received before the close: the goodbye must not overtake it.
-  std::vector<uint8_t> data(50000), got(50000, 0);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  Buf<uint8_t> data(50000), got(50000, 0);
+  for (size_t i = 0; i < data.size(); ++i) data.host[i] = static_cast<uint8_t>(i * 7 + 1);
+  data.push();
   Request s, r;
   ranks[0]->dev->pair(2)->post_send(data.data(), data.size(), tag(8), &s);
   ranks[2]->dev->pair(0)->post_recv(got.data(), got.size(), tag(8), &r);
@@ -447,7 +514,7 @@ TEST_P(TransportConformance, OrderlyCloseReportsNoFailure) {
       missing[static_cast<size_t>(k)] = ranks[static_cast<size_t>(k)]->dev->close(Clock::now() + 5s);
     });
   for (auto& t : ts) t.join();
-  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(got.pull() == data.host);
   for (int k = 0; k < 3; ++k) {
     EXPECT_TRUE(missing[static_cast<size_t>(k)].empty()) << "rank " << k;
     EXPECT_EQ(ranks[static_cast<size_t>(k)]->sink.why, Failure::none) << ranks[static_cast<size_t>(k)]->sink.detail;
@@ -509,10 +576,10 @@ TEST_P(TransportConformance, WrongSecretIsRefused) {
 TEST_P(TransportConformance, ManyMessagesMatchInPostingOrderWhicheverSidePostsFirst) {
   auto ranks = connect_all(2);
   constexpr int kMessages = 200;
-  std::vector<std::vector<uint32_t>> out(kMessages), in(kMessages);
+  std::vector<Buf<uint32_t>> out, in;
   for (int i = 0; i < kMessages; ++i) {
-    out[i].assign(static_cast<size_t>(1 + (i * 37) % 3000), static_cast<uint32_t>(i * 2654435761u));
-    in[i].assign(out[i].size(), 0);
+    out.emplace_back(static_cast<size_t>(1 + (i * 37) % 3000), static_cast<uint32_t>(i * 2654435761u));
+    in.emplace_back(out[i].size(), 0);
   }
   std::vector<Request> sends(kMessages), recvs(kMessages);
   std::vector<Request*> sp, rp;
@@ -536,7 +603,7 @@ TEST_P(TransportConformance, ManyMessagesMatchInPostingOrderWhicheverSidePostsFi
   for (int i = 0; i < kMessages; ++i) {
     ASSERT_EQ(recvs[i].state, Request::State::done) << "message " << i;
     ASSERT_EQ(sends[i].state, Request::State::done) << "message " << i;
-    ASSERT_EQ(in[i], out[i]) << "message " << i;
+    ASSERT_EQ(in[i].pull(), out[i].host) << "message " << i;
   }
 }
 
@@ -550,17 +617,16 @@ TEST_P(TransportConformance, FourRanksExchangingAtOnceKeepEveryPairsOrder) {
   std::atomic<int> bad{0};
   for (int r = 0; r < kRanks; ++r) {
     ts.emplace_back([&, r] {
-      std::vector<std::vector<uint16_t>> out, in;
+      std::deque<Buf<uint16_t>> out, in;
       std::deque<Request> reqs;
       std::vector<Request*> ptrs;
-      out.reserve(kRanks * kRounds);
-      in.reserve(kRanks * kRounds);
       for (int round = 0; round < kRounds; ++round)
         for (int p = 0; p < kRanks; ++p) {
           if (p == r) continue;
           const size_t n = static_cast<size_t>(1 + (round * 997 + p * 31) % 20000);
           out.emplace_back(n);
-          for (size_t j = 0; j < n; ++j) out.back()[j] = value(r, p, round, j);
+          for (size_t j = 0; j < n; ++j) out.back().host[j] = value(r, p, round, j);
+          out.back().push();
           reqs.emplace_back();
           ranks[r]->dev->pair(p)->post_send(out.back().data(), n * 2, tag(static_cast<uint64_t>(round)), &reqs.back());
           ptrs.push_back(&reqs.back());
@@ -580,7 +646,7 @@ TEST_P(TransportConformance, FourRanksExchangingAtOnceKeepEveryPairsOrder) {
       for (int round = 0; round < kRounds; ++round)
         for (int p = 0; p < kRanks; ++p) {
           if (p == r) continue;
-          const auto& got = in[k++];
+          const auto& got = in[k++].pull();
           for (size_t j = 0; j < got.size(); ++j)
             if (got[j] != value(p, r, round, j)) {
               if (bad++ == 0) ADD_FAILURE() << "rank " << r << " from " << p << " round " << round << " element " << j << " of " << got.size() << ": " << got[j] << " not " << value(p, r, round, j);

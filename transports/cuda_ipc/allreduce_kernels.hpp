@@ -11,10 +11,9 @@
 
 #include <cstddef>
 #include "kolo/types.hpp"
+#include "transports/cuda_ipc/limits.hpp"
 
 namespace kolo::cuda_ipc {
-
-constexpr int kMaxRanks = 8;
 
 // The element types these kernels sum (float16/bfloat16 accumulate in float32, round once).
 bool allreduce_supports(DataType t);

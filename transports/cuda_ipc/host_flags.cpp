@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 #include "kolo/error.hpp"
-#include "transports/cuda_ipc/allreduce_kernels.hpp"
+#include "transports/cuda_ipc/limits.hpp"
 
 namespace kolo::cuda_ipc {
 

@@ -23,6 +23,7 @@
 #include "kolo/error.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
+#include "transports/cuda_ipc/cuda_memory.hpp"
 
 namespace kolo::cuda_ipc {
 
@@ -46,8 +47,8 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
                   ? std::make_unique<IpcEvents>(*store_, opts_.prefix, rank, world, opts_.timeout)
                   : nullptr),
       gpu_flags_(opts_.ordering == Options::Ordering::flags ? std::make_unique<GpuFlags>(flags_, rank) : nullptr),
-      cache_(*store_, opts_.prefix, rank, flags_),
-      mappings_(*store_, opts_.prefix) {
+      cache_(*store_, opts_.prefix, rank, cuda_memory(), [this](uint64_t gen) { flags_.retire(gen); }),
+      mappings_(*store_, opts_.prefix, cuda_memory()) {
   if (opts_.stop_check) flags_.set_stop_check(opts_.stop_check);
 }
 

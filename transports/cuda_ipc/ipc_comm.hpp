@@ -2,8 +2,9 @@
 // buffers mapped through CUDA IPC (registration_cache.hpp), calls ordered across processes by
 // a host handshake plus IPC events (host_flags.hpp, ipc_events.hpp), and the GPU-resident
 // all-reduce kernels (allreduce_kernels.hpp). The device counterpart of algo::Comm, small on
-// purpose: the foundation of issue 44, not yet a registered transport (device memory is not a
-// byte stream, so it does not fit PairBase).
+// purpose: whole collectives on a stream. Point-to-point messages of device memory, with the
+// pair contract of transports/transport.hpp, are the pair device's (ipc_pair_device.hpp), which
+// shares the registration cache and the memory interface (ipc_memory.hpp) with it.
 //
 // Every call is collective: all ranks call it in the same order with the same count, dtype and
 // algorithm (checked: a mismatch throws). Buffers are device memory, any pointer into an

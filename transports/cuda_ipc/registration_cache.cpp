@@ -1,71 +1,29 @@
 // RegistrationCache and PeerMappings (see registration_cache.hpp).
 #include "transports/cuda_ipc/registration_cache.hpp"
 
-#include <cuda.h>  // types of the driver call only: it is reached through cudart, not linked
-
 #include <cstring>
 #include "kolo/error.hpp"
-#include "transports/cuda_ipc/cuda_check.hpp"
 
 namespace kolo::cuda_ipc {
 namespace {
-
-// cuPointerGetAttributes through cudart's entry-point query, so that nothing here links
-// libcuda (whose stub is all a build machine without a GPU has).
-using PointerGetAttributes = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
-
-PointerGetAttributes pointer_get_attributes() {
-  static PointerGetAttributes fn = [] {
-    // The symbol's ABI has not changed since CUDA 7; ask as of this runtime, then as of 12.0.
-    for (unsigned version : {unsigned{CUDART_VERSION}, 12000u}) {
-      void* p = nullptr;
-      cudaDriverEntryPointQueryResult found{};
-      const cudaError_t rc = cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &p, version, cudaEnableDefault, &found);
-      if (rc == cudaSuccess && found == cudaDriverEntryPointSuccess && p != nullptr) {
-        return reinterpret_cast<PointerGetAttributes>(p);
-      }
-      (void)cudaGetLastError();
-    }
-    throw Error("cuda_ipc: cudaGetDriverEntryPointByVersion found no cuPointerGetAttributes in the driver");
-  }();
-  return fn;
-}
 
 std::string mem_key(const std::string& prefix, int rank, uint64_t gen) {
   return prefix + "/mem/" + std::to_string(rank) + "/" + std::to_string(gen);
 }
 
-// What the store holds per registration: the handle, then the allocation's size.
-struct Published {
-  cudaIpcMemHandle_t handle;
-  uint64_t size;
-};
+// What the store holds per registration: the allocation's size (8 bytes), then the handle.
+Bytes published(uint64_t size, const std::string& handle) {
+  Bytes v(sizeof size + handle.size());
+  std::memcpy(v.data(), &size, sizeof size);
+  std::memcpy(v.data() + sizeof size, handle.data(), handle.size());
+  return v;
+}
 
 }  // namespace
 
-AllocationRange allocation_of(const void* ptr) {
-  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID,
-                                 CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
-  unsigned memory_type = 0;
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  unsigned long long id = 0;
-  unsigned managed = 0;  // bool-valued attributes are written as an int-sized value
-  unsigned ipc_capable = 0;
-  void* data[] = {&memory_type, &start, &size, &id, &managed, &ipc_capable};
-  const CUresult rc = pointer_get_attributes()(6, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
-  // Managed memory reads as host or device memory depending on where its pages are; it is
-  // the caller's GPU memory either way (the bounce path moves it).
-  if (rc != CUDA_SUCCESS || (memory_type != CU_MEMORYTYPE_DEVICE && !managed) || start == 0) {
-    throw InvalidArgument("cuda_ipc: buffer " + std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
-                          " is not device memory allocated by this process (CUresult " + std::to_string(rc) + ")");
-  }
-  return AllocationRange{static_cast<uintptr_t>(start), size, id, ipc_capable != 0 && managed == 0};
-}
-
-RegistrationCache::RegistrationCache(Store& store, std::string prefix, int rank, HostFlags& flags)
-    : store_(store), prefix_(std::move(prefix)), rank_(rank), flags_(flags) {}
+RegistrationCache::RegistrationCache(Store& store, std::string prefix, int rank, IpcMemory& memory,
+                                     std::function<void(uint64_t)> retired)
+    : store_(store), prefix_(std::move(prefix)), rank_(rank), memory_(memory), retired_(std::move(retired)) {}
 
 RegistrationCache::~RegistrationCache() = default;
 
@@ -73,7 +31,7 @@ RegistrationCache::Found RegistrationCache::lookup(const void* ptr, size_t bytes
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   // Fast path: a cached allocation covering the range. The driver is still asked for the
   // allocation's identity, because a freed and reallocated buffer can sit at the same base.
-  const AllocationRange range = allocation_of(ptr);
+  const AllocationRange range = memory_.allocation_of(ptr);
   if (p + bytes > range.base + range.size) {
     throw InvalidArgument("cuda_ipc: buffer of " + std::to_string(bytes) + " bytes runs past the end of its allocation");
   }
@@ -95,12 +53,9 @@ RegistrationCache::Found RegistrationCache::lookup(const void* ptr, size_t bytes
       ++o;
     }
   }
-  Published pub{};
-  check(cudaIpcGetMemHandle(&pub.handle, reinterpret_cast<void*>(range.base)), "cudaIpcGetMemHandle");
-  pub.size = range.size;
+  const std::string handle = memory_.export_handle(range.base);
   const uint64_t gen = ++next_gen_;
-  const auto* raw = reinterpret_cast<const uint8_t*>(&pub);
-  store_.set(mem_key(prefix_, rank_, gen), Bytes(raw, raw + sizeof(pub)));
+  store_.set(mem_key(prefix_, rank_, gen), published(range.size, handle));
   by_base_.emplace(range.base, Entry{range, gen});
   ++exports_;
   return Found{gen, p - range.base};
@@ -124,13 +79,14 @@ void RegistrationCache::clear() {
 }
 
 void RegistrationCache::retire(const Entry& e) {
-  flags_.retire(e.gen);
+  if (retired_) retired_(e.gen);
   // Peers read the key when a call first names the generation, which is before that call
   // returns here; a retired generation is never named again, so the key can go.
   store_.delete_key(mem_key(prefix_, rank_, e.gen));
 }
 
-PeerMappings::PeerMappings(Store& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+PeerMappings::PeerMappings(Store& store, std::string prefix, IpcMemory& memory)
+    : store_(store), prefix_(std::move(prefix)), memory_(memory) {}
 
 PeerMappings::~PeerMappings() {
   try {
@@ -144,15 +100,12 @@ char* PeerMappings::get(int peer, uint64_t gen) {
   auto it = by_gen_.find({peer, gen});
   if (it != by_gen_.end()) return it->second.base;
   const Bytes value = store_.get(mem_key(prefix_, peer, gen));
-  if (value.size() != sizeof(Published)) throw Error("cuda_ipc: malformed registration from rank " + std::to_string(peer));
-  Published pub;
-  std::memcpy(&pub, value.data(), sizeof(pub));
-  std::string handle(reinterpret_cast<const char*>(&pub.handle), sizeof(pub.handle));
+  if (value.size() <= sizeof(uint64_t)) throw Error("cuda_ipc: malformed registration from rank " + std::to_string(peer));
+  std::string handle(reinterpret_cast<const char*>(value.data()) + sizeof(uint64_t), value.size() - sizeof(uint64_t));
   auto opened = by_handle_.find(handle);
   if (opened == by_handle_.end()) {
-    void* base = nullptr;
-    check(cudaIpcOpenMemHandle(&base, pub.handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
-    opened = by_handle_.emplace(handle, Opened{static_cast<char*>(base), 0}).first;
+    char* base = memory_.open_handle(handle);
+    opened = by_handle_.emplace(handle, Opened{base, 0}).first;
   }
   ++opened->second.refs;
   by_gen_.emplace(std::make_pair(peer, gen), Mapping{handle, opened->second.base});
@@ -164,7 +117,7 @@ void PeerMappings::release(const std::string& handle) {
   if (it == by_handle_.end() || --it->second.refs > 0) return;
   char* base = it->second.base;
   by_handle_.erase(it);
-  check(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle");
+  memory_.close_handle(base);
 }
 
 void PeerMappings::close(int peer, uint64_t gen) {

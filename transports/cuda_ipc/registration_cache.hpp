@@ -12,34 +12,26 @@
 // allocation at a cached base (freed and reallocated: the BUFFER_ID or size differs), the old
 // generation is retired and the new allocation exported afresh. Retired generations are posted
 // in the host segment; peers close their mappings of them at their next call.
+//
+// The memory itself is reached through IpcMemory (ipc_memory.hpp): CUDA's IPC handles under
+// IpcComm and a GPU pair, or the host stand-in, so that the cache runs in tests without a GPU.
 #pragma once
-#include <cuda_runtime.h>
-
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include "kolo/store.hpp"
-#include "transports/cuda_ipc/host_flags.hpp"
+#include "transports/cuda_ipc/ipc_memory.hpp"
 
 namespace kolo::cuda_ipc {
 
-// The allocation a device pointer lies in.
-struct AllocationRange {
-  uintptr_t base = 0;
-  size_t size = 0;
-  uint64_t buffer_id = 0;
-  // cudaIpcGetMemHandle can export it: plain cudaMalloc memory. Managed memory, a stream-ordered
-  // pool's (cudaMallocAsync) and cuMemCreate's (PyTorch's expandable segments) cannot.
-  bool exportable = false;
-};
-// Throws InvalidArgument when ptr is not device memory of this process.
-AllocationRange allocation_of(const void* ptr);
-
 class RegistrationCache {
  public:
-  RegistrationCache(Store& store, std::string prefix, int rank, HostFlags& flags);
+  // `retired` tells the peers that a generation is gone, so that they close their mappings of
+  // it (IpcComm: the host segment's ring, host_flags.hpp; a pair: a record on its socket).
+  RegistrationCache(Store& store, std::string prefix, int rank, IpcMemory& memory, std::function<void(uint64_t gen)> retired);
   ~RegistrationCache();  // deregisters nothing: the peers may still hold mappings (see close)
 
   struct Found {
@@ -68,7 +60,8 @@ class RegistrationCache {
   Store& store_;
   std::string prefix_;
   int rank_;
-  HostFlags& flags_;
+  IpcMemory& memory_;
+  std::function<void(uint64_t)> retired_;
   std::map<uintptr_t, Entry> by_base_;
   uint64_t next_gen_ = 0;
   uint64_t exports_ = 0;
@@ -76,7 +69,7 @@ class RegistrationCache {
 
 class PeerMappings {
  public:
-  PeerMappings(Store& store, std::string prefix);
+  PeerMappings(Store& store, std::string prefix, IpcMemory& memory);
   ~PeerMappings();  // closes every mapping
 
   // The base of peer's registration `gen` in this process, opened on first use.
@@ -89,7 +82,7 @@ class PeerMappings {
 
  private:
   struct Mapping {
-    std::string handle;  // the cudaIpcMemHandle_t's bytes
+    std::string handle;  // the exported handle's bytes (a cudaIpcMemHandle_t)
     char* base;
   };
   struct Opened {
@@ -100,8 +93,9 @@ class PeerMappings {
 
   Store& store_;
   std::string prefix_;
+  IpcMemory& memory_;
   std::map<std::pair<int, uint64_t>, Mapping> by_gen_;
-  // One cudaIpcOpenMemHandle per handle: the same allocation exported again (a new generation
+  // One open per handle (cudaIpcOpenMemHandle): the same allocation exported again (a new generation
   // after deregister) must not be opened twice in one context.
   std::map<std::string, Opened> by_handle_;
 };
