@@ -86,6 +86,8 @@ struct SelectionTunables {
   int64_t small_bytes = 0;     // KOLO_SMALL_BYTES
   int64_t tree_max_bytes = 0;  // KOLO_TREE_MAX_BYTES
   int64_t chunk_bytes = 0;     // KOLO_CHUNK_BYTES
+  int64_t twoshot_min_bytes = 0;  // KOLO_TWOSHOT_MIN_BYTES (0: never)
+  int host_cpus = 0;              // KOLO_HOST_CPUS, else the CPUs online (0: unknown, never oversubscribed)
   std::string algo;            // KOLO_ALGO
   // KOLO_SELECT: true picks the least predicted time of `model` among the algorithms that
   // support the call; false (the default of a hand-built SelectionTunables) the threshold rule.

@@ -8,6 +8,8 @@
 // Every rank reduces its slice in the same rank order and sends the same bytes to everyone, so
 // all ranks end with bit-identical results.
 
+#include <algorithm>
+
 #include "algorithms/algorithm.hpp"
 #include "algorithms/temp_list.hpp"
 #include "algorithms/partition.hpp"
@@ -15,6 +17,10 @@
 
 namespace kolo::algo {
 namespace {
+
+// The reduction's tile (at most KOLO_CHUNK_BYTES): the running result and the P blocks' pieces
+// of one tile stay in a core's L2 (2 MiB on the development VM's Xeon).
+constexpr size_t kTileBytes = 64 << 10;
 
 void run(Comm& comm) {
   const CollArgs& a = comm.args();
@@ -48,10 +54,15 @@ void run(Comm& comm) {
     sends.push_back(comm.isend(to, byte_at(send, b.offset, es), b.count * es));
   }
   char* out = byte_at(recv, mine.offset, es);
-  // In place, my slice of the output is my own input block: save it if the running result
-  // would overwrite it before its turn.
-  void* spare = out == blocks[static_cast<size_t>(r)] ? comm.scratch(mine_bytes, 1) : nullptr;
-  reduce_in_rank_order(comm, out, blocks, arrivals, mine.count, spare);
+  // Every block first, then one pass over my slice in cache-sized tiles: waiting is no loss
+  // here, since a large block arrives by the receiver's own copying (shared memory's single
+  // copy), and the slice's running result then goes to memory once instead of P-1 times.
+  comm.wait_all(arrivals);
+  const size_t tile = std::max<size_t>(1, std::min(comm.chunk_bytes(), kTileBytes) / es);
+  // In place, my slice of the output is my own input block: each tile of it is saved first if
+  // the running result would overwrite it before its turn.
+  void* spare = out == blocks[static_cast<size_t>(r)] ? comm.scratch(tile * es, 1) : nullptr;
+  reduce_arrived_in_tiles(comm, out, blocks, mine.count, tile, spare);
   // The peers have read their blocks of my input: only now may the all-gather overwrite them
   // (in place, input and output are the same buffer).
   comm.wait_all(sends);

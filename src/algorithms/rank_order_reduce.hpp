@@ -17,4 +17,14 @@ namespace kolo::algo {
 void reduce_in_rank_order(Comm& comm, void* dst, std::span<const void*> blocks, std::span<Req> arrivals,
                           size_t count, void* spare);
 
+// The same result (bit for bit: every element sees the same operations in the same order), for
+// blocks that have all arrived, computed tile by tile: each tile of `tile` elements of dst
+// takes all n-1 operations while it stays in the cache, so the running result is written to
+// memory once instead of n-1 times (a large reduce-scatter's blocks are far bigger than the
+// cache). dst may be the memory of one block (in-place): each tile of it is first saved in
+// `spare` (tile elements of scratch) when the running result would overwrite it before its
+// turn. Finalizes each tile, as reduce_in_rank_order does the whole.
+void reduce_arrived_in_tiles(Comm& comm, void* dst, std::span<const void*> blocks, size_t count, size_t tile,
+                             void* spare);
+
 }  // namespace kolo::algo

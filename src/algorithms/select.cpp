@@ -20,7 +20,8 @@
 //                   above, as below
 //   allreduce       <= KOLO_SMALL_BYTES: rd (oneshot on one host of 3-4 ranks while the
 //                   P-1 copies it sends stay within 4 KiB); <= KOLO_TREE_MAX_BYTES: tree (ring
-//                   with two ranks); above: ring
+//                   with two ranks); above: ring, except twoshot from KOLO_TWOSHOT_MIN_BYTES on
+//                   one host of 3-8 ranks that outnumber its CPUs (KOLO_HOST_CPUS)
 // Two ranks on one host always take the rule's choice: the model's alpha does not fit them.
 //   reduce_scatter  <= KOLO_SMALL_BYTES: direct; above: ring
 //   allgather       <= KOLO_SMALL_BYTES: rd (direct on one host of at most 4 ranks); above: ring
@@ -51,6 +52,8 @@
 // takes "hier" for allreduce and broadcast above KOLO_SMALL_BYTES, and for allgather and
 // reduce_scatter too when its hosts hold equal consecutive blocks of ranks; the small-message
 // choices stay (they are latency-bound, and rd/direct already take log2 P or one round).
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -164,6 +167,24 @@ constexpr int kBroadcastDirectMaxRanks = 4;
 // beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
 // on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
 constexpr int kBarrierCentralMaxRanks = 8;
+// Twoshot instead of the ring where the host's ranks outnumber its CPUs. The ring's 2(P-1)
+// rounds each wait for the previous rank, which is often not running (4 ranks on 2 cores: ~700
+// context switches per 64 MiB call), and each of its chunks is copied twice (into a slot and out
+// of it); twoshot's two rounds of whole blocks are copied once (shared memory's single copy
+// from 2 MiB), so every rank that runs has copying to do. Measured on 2 cores, interleaved,
+// ring -> twoshot: 3 ranks 8 / 64 MiB 5.2 -> 3.4 / 62.8 -> 44.6 ms; 4 ranks 8 / 16 / 64 MiB
+// 6.9 -> 5.6 / 13.8 -> 10.6 / 66.4 -> 62.4; 8 ranks 8 / 64 MiB 21.4 -> 19.9 / 196 -> 155; level
+// at 4 ranks up to 4 MiB (blocks of 1 MiB go through the slots as the ring's do)
+// (docs/PERFORMANCE.md). Not measured beyond 8 ranks, nor on idle cores, where the ring stays.
+constexpr int kTwoshotMaxRanks = 8;
+
+// One host of 3-8 ranks, more of them than CPUs, and a large all-reduce (the rule above).
+bool oversubscribed_twoshot(const CollArgs& args, const HostLayout& hosts, const SelectionTunables& t) {
+  const int nranks = hosts.size();
+  return args.kind == CollKind::allreduce && t.twoshot_min_bytes > 0 &&
+         static_cast<int64_t>(args.bytes()) >= t.twoshot_min_bytes && hosts.num_hosts() == 1 && nranks >= 3 &&
+         nranks <= kTwoshotMaxRanks && t.host_cpus > 0 && nranks > t.host_cpus;
+}
 
 bool usable(const Algorithm& a, const CollArgs& args, const HostLayout& hosts) { return a.usable(args, hosts); }
 
@@ -196,6 +217,7 @@ const Algorithm& automatic(const CollArgs& args, const HostLayout& hosts, const 
       // Two ranks: the double binary tree is one edge moving the same bytes as the ring, and
       // the ring splits the reduction between the two (rd reduces all of it on both).
       if (nranks == 2) return named(args.kind, "ring");
+      if (oversubscribed_twoshot(args, hosts, t)) return named(args.kind, "twoshot");
       return named(args.kind, bytes <= t.tree_max_bytes ? "tree" : "ring");
     case CollKind::reduce_scatter: return named(args.kind, is_small ? "direct" : "ring");
     case CollKind::allgather: return named(args.kind, !is_small ? "ring" : one_host && nranks <= 4 ? "direct" : "rd");
@@ -258,6 +280,11 @@ SelectionTunables SelectionTunables::from_config() {
   t.small_bytes = config::get_int("KOLO_SMALL_BYTES");
   t.tree_max_bytes = config::get_int("KOLO_TREE_MAX_BYTES");
   t.chunk_bytes = config::get_int("KOLO_CHUNK_BYTES");
+  t.twoshot_min_bytes = config::get_int("KOLO_TWOSHOT_MIN_BYTES");
+  // The CPUs online, not this process's affinity: kolorun binds each rank to one CPU when they
+  // fit, and every rank of a host must choose alike.
+  const int64_t cpus = config::get_int("KOLO_HOST_CPUS");
+  t.host_cpus = static_cast<int>(cpus > 0 ? cpus : std::max<long>(0, sysconf(_SC_NPROCESSORS_ONLN)));
   t.algo = config::get_string("KOLO_ALGO");
   const std::string mode = config::get_string("KOLO_SELECT");
   if (mode == "model") t.use_model = true;
@@ -289,6 +316,9 @@ const Algorithm& select_algorithm(const CollArgs& args, const HostLayout& hosts,
   if (hosts.size() == 2 && hosts.num_hosts() == 1) return rule;
   // One host, small messages: the direct path's costs, measured (the rule above), not rounds.
   if (hosts.num_hosts() == 1 && static_cast<int64_t>(args.bytes()) <= tunables.small_bytes) return rule;
+  // Ranks outnumbering cores: measured, and the model's rounds (fitted there, but equal for the
+  // ring and twoshot) do not see the ring's waits for ranks that are not running.
+  if (oversubscribed_twoshot(args, hosts, tunables)) return rule;
   return cheapest(args, hosts, tunables, rule);
 }
 

@@ -152,6 +152,9 @@ class ModelSelect : public ::testing::Test {
       saved_.push_back(v ? std::optional<std::string>(v) : std::nullopt);
       unsetenv(name);
     }
+    // Idle cores: whether the machine running the test has more ranks than CPUs must not move
+    // the choices below (KOLO_TWOSHOT_MIN_BYTES' rule has its own test in test_select.cpp).
+    setenv("KOLO_HOST_CPUS", "64", 1);
   }
   void TearDown() override {
     for (size_t i = 0; i < std::size(kNames); ++i) {
@@ -168,7 +171,7 @@ class ModelSelect : public ::testing::Test {
   }
   static constexpr const char* kNames[] = {"KOLO_SMALL_BYTES", "KOLO_TREE_MAX_BYTES", "KOLO_CHUNK_BYTES", "KOLO_ALGO",
                                            "KOLO_SELECT",      "KOLO_MODEL_SHM",      "KOLO_MODEL_NET",
-                                           "KOLO_MODEL_REDUCE_GBPS"};
+                                           "KOLO_MODEL_REDUCE_GBPS", "KOLO_HOST_CPUS", "KOLO_TWOSHOT_MIN_BYTES"};
   std::vector<std::optional<std::string>> saved_;
 };
 

@@ -23,6 +23,8 @@ class Select : public ::testing::Test {
     setenv("KOLO_TREE_MAX_BYTES", "8192", 1);
     setenv("KOLO_CHUNK_BYTES", "1024", 1);
     unsetenv("KOLO_ALGO");
+    unsetenv("KOLO_TWOSHOT_MIN_BYTES");
+    setenv("KOLO_HOST_CPUS", "64", 1);  // idle cores unless a test says otherwise
   }
   void TearDown() override {
     for (size_t i = 0; i < std::size(kNames); ++i) {
@@ -41,7 +43,7 @@ class Select : public ::testing::Test {
     return select_algorithm(args(kind, bytes, DataType::uint8), nranks, requested).name;
   }
   static constexpr const char* kNames[] = {"KOLO_SMALL_BYTES", "KOLO_TREE_MAX_BYTES", "KOLO_CHUNK_BYTES", "KOLO_ALGO",
-                                           "KOLO_SELECT"};
+                                           "KOLO_SELECT", "KOLO_HOST_CPUS", "KOLO_TWOSHOT_MIN_BYTES"};
   std::vector<std::optional<std::string>> saved_;
 };
 
@@ -74,6 +76,42 @@ TEST_F(Select, AutomaticAllreduceGoesRdThenTreeThenRing) {
   EXPECT_EQ(pick(CollKind::allreduce, 8193, 8), "ring");
   // Thresholds are in bytes, not elements.
   EXPECT_EQ(select_algorithm(args(CollKind::allreduce, 2048, DataType::float64), 8, "").name, std::string("ring"));
+}
+
+// Ranks outnumbering the host's CPUs: a large all-reduce takes twoshot's two rounds instead of
+// the ring's 2(P-1) (measured on 2 cores, docs/PERFORMANCE.md), under either mode of choice; not
+// below KOLO_TWOSHOT_MIN_BYTES, not at 2 ranks or beyond 8, not with CPUs to spare, not across
+// hosts, not for other collectives, and never when the threshold is 0.
+TEST_F(Select, OversubscribedHostTakesTwoshotForLargeAllreduce) {
+  const size_t big = 8 << 20;
+  EXPECT_EQ(pick(CollKind::allreduce, big, 4), "ring");  // 64 CPUs
+  setenv("KOLO_HOST_CPUS", "2", 1);
+  for (int n : {3, 4, 8}) EXPECT_EQ(pick(CollKind::allreduce, big, n), "twoshot") << n << " ranks";
+  EXPECT_EQ(pick(CollKind::allreduce, big - 1, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, big, 2), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, big, 9), "ring");
+  EXPECT_EQ(pick(CollKind::reduce_scatter, big, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, big, 4, "ring"), "ring");  // a request still wins
+  setenv("KOLO_HOST_CPUS", "4", 1);
+  EXPECT_EQ(pick(CollKind::allreduce, big, 4), "ring");
+  EXPECT_EQ(pick(CollKind::allreduce, big, 5), "twoshot");
+  // Under the cost model (which ties ring and twoshot) the rule still decides.
+  setenv("KOLO_SELECT", "model", 1);
+  unsetenv("KOLO_SMALL_BYTES");
+  unsetenv("KOLO_TREE_MAX_BYTES");
+  EXPECT_EQ(pick(CollKind::allreduce, big, 5), "twoshot");
+  EXPECT_EQ(pick(CollKind::allreduce, 64 << 20, 5), "twoshot");
+  const SelectionTunables t = SelectionTunables::from_config();
+  EXPECT_EQ(t.host_cpus, 4);
+  EXPECT_STREQ(select_algorithm(args(CollKind::allreduce, big, DataType::uint8), HostLayout::from_indices({0, 0, 0, 1, 1, 1}),
+                                "", t)
+                   .name,
+               "hier");
+  setenv("KOLO_TWOSHOT_MIN_BYTES", "0", 1);
+  EXPECT_NE(pick(CollKind::allreduce, 64 << 20, 5), "twoshot");
+  // Unset, the CPUs online.
+  unsetenv("KOLO_HOST_CPUS");
+  EXPECT_GT(SelectionTunables::from_config().host_cpus, 0);
 }
 
 TEST_F(Select, TwoRanksTakeTheRingAboveSmallMessages) {
