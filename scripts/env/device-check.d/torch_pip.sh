@@ -68,15 +68,16 @@ for meta in sorted(glob.glob(sys.argv[1] + "/*.dist-info/METADATA")):
 sys.exit(0 if ok else 1)
 PY
   # Headers the image may lack: OpenSSL 3.0 (libssl-dev) and nlohmann/json (the engine's flight recorder).
-  tar -C / -cJf "$P/headers.txz" usr/include/openssl usr/include/x86_64-linux-gnu/openssl usr/include/nlohmann ||
+  # gzip, not xz: tar on a bare image may lack xz (Debian minbase does).
+  tar -C / -czf "$P/headers.tgz" usr/include/openssl usr/include/x86_64-linux-gnu/openssl usr/include/nlohmann ||
     { echo "device-check: torch_pip: headers missing (libssl-dev, nlohmann-json3-dev)" >&2; exit 1; }
   du -sh "$P"
 }
 
 run_torch_pip() {
   step "torch pip: pip install . into a fresh venv (carried meson-python), then 2 ranks on CUDA and CPU tensors"
-  local P=$D/pip W=${PIP_WORK:-/tmp/kolo-pip} log=$OUT/torch-pip.log V py t line times="" devices=cpu
-  local why_no_cuda="" extra=() inc="" libdir="" missing=() stacked parent sp
+  local P=$D/pip W=${PIP_WORK:-/tmp/kolo-pip} log=$OUT/torch-pip.log V t line times="" devices=cpu
+  local why_no_cuda="" inc="" libdir="" missing=() stacked parent sp
   : > "$log"
   # fail PART REASON: the summary line, the log's tail, and the run marked failed.
   _pip_fail() {
@@ -162,7 +163,7 @@ PY
     fi
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    mkdir -p "$W/dev/lib" && tar -C "$W/dev" -xJf "$P/headers.txz" || { _pip_fail headers "cannot unpack $P/headers.txz"; return; }
+    mkdir -p "$W/dev/lib" && tar -C "$W/dev" -xzf "$P/headers.tgz" || { _pip_fail headers "cannot unpack $P/headers.tgz"; return; }
     inc=$W/dev/usr/include:$W/dev/usr/include/x86_64-linux-gnu
     local l so
     for l in ssl crypto; do
