@@ -29,6 +29,10 @@
 # Timeouts: pip install 360 s (PIP_TIMEOUT; a build of kolo's layers, its CUDA kernels and
 # kolo_torch with no ccache: ~2-3 min expected on 16 cores), the job 100 s per device
 # (PIP_JOB_TIMEOUT): under 10 min at worst.
+# Tried without a GPU, each from a venv that lacks meson-python, on the carried copies: Debian 12's
+# torch 1.13 (Python 3.11, meson 1.0.1), and trixie's torch 2.6 in scripts/env/torch2-chroot.sh's
+# chroot (Python 3.13, meson 1.7, PIP_FORCE_CARRIED=1 PIP_VENV_WITHOUT_PIP=1); meson-python 0.12
+# also installed a small extension module with meson 1.12.1 on Python 3.14 (forky).
 # Afterwards /tmp/py/kolo_torch, where no torch step made it, is the installed package, so that
 # `run torch_pip,torch_cuda,torch_peers` runs those suites on the pip-built module.
 # One log: $OUT/torch-pip.log; one summary line.
