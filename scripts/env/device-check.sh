@@ -18,7 +18,8 @@
 #          KOLO_TEST_REAL_GPU=1).
 # staging: kolo-bench-device-staging, the parts of one staged device operation, each timed alone.
 # device-check.d/NAME.sh: more steps, one file each, defining run_NAME (and CARRY_NAME: built
-#          files `prepare` must carry, relative to the build).
+#          files `prepare` must carry, relative to the build; prepare_NAME: more that `prepare`
+#          puts in .devcarry). A step that appends its name to `failed` makes `run` exit 1.
 # gpu:     the CUDA kernel tests (tests/cuda), compute-sanitizer memcheck (with leak check) and
 #          racecheck over them, the kernel bandwidth benchmark (reduce vs device-to-device copy).
 # torch:   kolo_torch compiled with g++ against the machine's torch (2.11 when last run), then
@@ -38,11 +39,13 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 D=$PWD/.devcarry
 EXTRA_CARRY=(tests/collectives/collectives-test tests/collectives/kolo-test-worker bench/micro/kolo-bench-device-staging)
+STEP_FILES=()  # the steps of device-check.d/, by name
 for f in scripts/env/device-check.d/*.sh; do
   [ -e "$f" ] || continue
   # shellcheck source=/dev/null
   . "$f"
   name=$(basename "$f" .sh)
+  STEP_FILES+=("$name")
   carry_var="CARRY_${name//-/_}[@]"
   EXTRA_CARRY+=(${!carry_var-})
 done
@@ -81,6 +84,10 @@ prepare() {
     lib/x86_64-linux-gnu/libgfortran.so.5 lib/x86_64-linux-gnu/libquadmath.so.0
   # kolo-train's --data kjv reads the Bible through Debian's `bible` program.
   tar -C / -czf "$D/bible.tgz" usr/bin/bible usr/lib/bible.data usr/lib/bible.data.conc
+  local name
+  for name in "${STEP_FILES[@]}"; do
+    if declare -F "prepare_$name" > /dev/null; then "prepare_$name" "$build" || exit 1; fi
+  done
   du -sh "$D"
 }
 
@@ -89,6 +96,7 @@ B=$D/build
 t0=$(date +%s)
 step() { echo; echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 summary=()
+failed=()
 
 setup_env() {
   export PATH=$PATH:/usr/local/cuda/bin
@@ -184,6 +192,7 @@ PY
   # A torch with CUDA: kolo_torch serves CUDA tensors too (KOLO_TORCH_CUDA, csrc/*.cpp).
   local P=/tmp/py/kolo_torch ok pids CUF=() CUL=()
   [ "$TCU" = 1 ] && CUF=(-DKOLO_TORCH_CUDA -I/usr/local/cuda/include) && CUL=(-ltorch_cuda -lc10_cuda)
+  [ -L $P ] && rm $P  # torch_pip's link to its installed package: not to be written over
   mkdir -p $P/obj && cp python/kolo_torch/*.py $P/
   while :; do
     ok=1 pids=()
@@ -206,6 +215,8 @@ PY
   cat > $P/_build_info.py <<EOF
 TORCH_VERSION = "$TV"
 CXX11_ABI = $([ "$ABI" = 1 ] && echo True || echo False)
+TORCH_CUDA = $(python3 -c 'import torch; print(repr(torch.version.cuda))')
+CUDA = $([ ${#CUF[@]} -gt 0 ] && echo True || echo False)
 PYTHON = "$(command -v python3)"
 BUILT_BY = "device-check"
 SOURCE_DIR = "$PWD"
@@ -275,6 +286,7 @@ case "${1:-}" in
       "run_$s"
     done
     step summary
-    for s in "${summary[@]}"; do echo "$s"; done ;;
+    for s in "${summary[@]}"; do echo "$s"; done
+    [ ${#failed[@]} -eq 0 ] || { echo "device-check: FAILED: ${failed[*]}"; exit 1; } ;;
   *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

@@ -89,9 +89,17 @@ def test_pip_install_then_two_ranks(venv):
     for rank in range(2):  # each worker checked that its kolo_torch is the venv's
         assert "rank %d of 2 OK from " % rank in r.stdout, r.stdout
 
-    # The installed module is one file: kolo is linked in, no libkolo.so to find.
-    r = subprocess.run([py, "-c", "import kolo_torch, kolo_torch._C as c; print(c.__file__)"], cwd="/",
+    # The installed module is one file: kolo is linked in, no libkolo.so to find. It records the
+    # torch's CUDA version and whether _C serves CUDA tensors; for a CPU torch kolo's CUDA parts
+    # stay out (no libcudart, even where nvcc is installed).
+    r = subprocess.run([py, "-c", "import torch, kolo_torch, kolo_torch._C as c, kolo_torch._build_info as b\n"
+                        "print(c.__file__); print(torch.version.cuda, b.TORCH_CUDA, c.cuda, b.CUDA)"], cwd="/",
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    needed = subprocess.run(["readelf", "-d", r.stdout.strip()], capture_output=True, text=True).stdout
+    so, recorded = r.stdout.strip().splitlines()[-2:]
+    torch_cuda, info_cuda, c_cuda, info_c_cuda = recorded.split()
+    assert torch_cuda == info_cuda and c_cuda == info_c_cuda, recorded
+    needed = subprocess.run(["readelf", "-d", so], capture_output=True, text=True).stdout
     assert "libkolo" not in needed, needed
+    if torch_cuda == "None":
+        assert c_cuda == "False" and "libcudart" not in needed and "torch_cuda" not in needed, needed
