@@ -2,7 +2,9 @@
 #   IPC_CARRY    the built files this step needs beyond prepare's list, relative to the build
 #                folder (prepare copies them to .devcarry/build/, or call prepare_ipc BUILD after it)
 #   prepare_ipc  here: copies IPC_CARRY from BUILD (default build) into $D/build
-#   run_ipc      there: kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
+#   run_ipc      there: the transport conformance suite on the cuda_ipc pair device with cudaMalloc
+#                buffers (tests/transports, ranks as threads: `*/cuda_ipc`, 60 s at most), then
+#                kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
 #                the 256 MiB copy, the kernel alone, one-shot, two-shot and two-shot-push
 #                all-reduce at 8 B, 64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every
 #                check: all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
@@ -10,7 +12,7 @@
 #                One log, $OUT/ipc.log; one summary line.
 # It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
 # LD_LIBRARY_PATH (libkolo.so.0 from $B); kolorun is in prepare's list already.
-IPC_CARRY=(tests/cuda_ipc/kolo-ipc-test)
+IPC_CARRY=(tests/cuda_ipc/kolo-ipc-test tests/transports/kolo-test-transports)
 CARRY_ipc=("${IPC_CARRY[@]}")  # what device-check.sh's prepare reads
 
 prepare_ipc() {
@@ -29,7 +31,7 @@ run_ipc() {
   fi
   : > "$log"
   # Bounds: 60 + 35 + 35 + 2 x 30 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill:
-  # under 225 s even if every run hangs (about 15 s when all goes well) (a rank's own waits give up after 30 s, and kolorun then
+  # (plus 62 s for the conformance suite) under 290 s even if every run hangs (about 15 s when all goes well) (a rank's own waits give up after 30 s, and kolorun then
   # stops the others, so a hang usually ends in a message before the bound).
   ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
     local label=$1 limit=$2 n=$3 t0 rc; shift 3
@@ -43,6 +45,18 @@ run_ipc() {
     return $rc
   }
   local bad=0
+  # Issue 44 item 1: the pair contract on device memory (the stand-in runs the same cases in CI).
+  local conf=$B/tests/transports/kolo-test-transports
+  if [ -x "$conf" ]; then
+    echo "== conformance: kolo-test-transports --gtest_filter='*/cuda_ipc' (timeout 60 s)" >> "$log"
+    timeout -k 2 60 "$conf" --gtest_filter='*/cuda_ipc' >> "$log" 2>&1
+    local crc=$?
+    echo "== conformance: rc=$crc" >> "$log"
+    line+=" conformance rc=$crc"
+    [ $crc = 0 ] || bad=1
+  else
+    line+=" conformance: $conf missing"
+  fi
   ipc_run 2r 60 2 -- --bench || bad=1
   ipc_run 3r 35 3 -- || bad=1
   ipc_run 4r 35 4 -- || bad=1
