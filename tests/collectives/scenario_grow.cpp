@@ -11,12 +11,15 @@
 //     idle        grow() with nobody waiting (a joiner that timed out earlier must not be admitted
 //                 now: it withdrew), then shut down, which closes the line for later joiners
 //     late        a joiner that must be refused: TimeoutError or ExcludedError, which it prints
+//     cost N      what a grow() with nobody waiting costs: N calls, against N broadcasts of the
+//                 32 bytes grow broadcasts (the peer, same run); rank 0 prints both per call
 // Members and joiners of a grown group then check an all-reduce, broadcasts from rank 0 and
 // from the last rank (a joiner) and an all-gather element by element, at two sizes, and print
 //   "grown: generation G rank r of n"
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -113,6 +116,27 @@ void scenario_grow(WorkerContext& ctx) {
     ctx.log.expect(none == nullptr, "grow with nobody waiting gave a group of " + std::to_string(none ? none->size() : 0));
     ctx.say("nobody waiting: nullptr");
     return;  // main() shuts the world down: rank 0 closes the line
+  }
+  if (mode == "cost") {
+    const int n = std::stoi(ctx.args.at(1));
+    using Clock = std::chrono::steady_clock;
+    auto per_call_us = [n](Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / n; };
+    int64_t four[4] = {0, 0, 0, 0};
+    world.barrier()->wait();
+    auto t = Clock::now();
+    for (int i = 0; i < n; ++i) world.broadcast(Buffer(four, 4))->wait();
+    const double bcast = per_call_us(t);
+    world.barrier()->wait();
+    t = Clock::now();
+    int admitted = 0;
+    for (int i = 0; i < n; ++i) admitted += world.grow() != nullptr;
+    const double grow = per_call_us(t);
+    ctx.log.expect(admitted == 0, "grow with nobody waiting admitted someone");
+    char line[200];
+    std::snprintf(line, sizeof line, "cost on rank %d: grow with nobody waiting %.1f us per call, a 32-byte broadcast %.1f us (%.1fx)",
+                  world.rank(), grow, bcast, grow / bcast);
+    ctx.say(line);
+    return;
   }
   std::shared_ptr<ProcessGroup> base = ctx.group;
   const int old_rank = world.rank();

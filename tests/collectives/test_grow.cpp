@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -104,6 +105,23 @@ TEST(Grow, TimedOutJoinerIsNotAdmittedAndALateOneIsRefused) {
               contains(l.ranks[0].out, "the group ended"))
       << l.describe();
   EXPECT_LT(l.ranks[0].seconds, 10.0) << l.describe();
+}
+
+// What the trainer's check at every step boundary costs with nobody waiting, against the
+// broadcast it contains (printed: docs/RELIABILITY.md quotes it); every call must give nullptr.
+TEST(Grow, CostOfACheckWithNobodyWaiting) {
+  for (const char* transport : {"shm", "tcp"}) {
+    DriverStore store;  // one job per store: the same group names
+    ProcessWorld world(launch(store, 4, {"cost", "300"}, transport));
+    const WorldOutcome o = world.wait();
+    EXPECT_TRUE(o.all_succeeded()) << o.describe();
+    for (int r : {0, 3}) {  // the decider, and a member waiting for its answer
+      const size_t at = o.ranks[size_t(r)].out.find("cost on rank");
+      ASSERT_NE(at, std::string::npos) << o.describe();
+      const std::string& out = o.ranks[size_t(r)].out;
+      std::printf("4 ranks, %s: %s\n", transport, out.substr(at, out.find('\n', at) - at).c_str());
+    }
+  }
 }
 
 }  // namespace
