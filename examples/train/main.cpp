@@ -290,6 +290,7 @@ class Trainer {
     how.max_joiners = full_ranks_ - ranks_;
     if (wait_for_joiner_) how.wait = std::chrono::milliseconds(int64_t(opt_.grow_wait * 1000));
     wait_for_joiner_ = false;
+    const auto asked = Clock::now();
     std::shared_ptr<ProcessGroup> bigger = group_->grow(how);
     if (!bigger) return;
     const int old_ranks = ranks_, joiners = bigger->size() - ranks_;
@@ -308,7 +309,8 @@ class Trainer {
     say("elastic: " + std::to_string(joiners) + " rank(s) joined at step " + std::to_string(step) + "; " +
         std::to_string(ranks_) + " of " + std::to_string(full_ranks_) + " ranks go on (were " + std::to_string(old_ranks) +
         ") from step " + std::to_string(step) + ", the joiners given rank 0's state; global batch " +
-        std::to_string(global_batch_) + " as " + shares_text(global_batch_, ranks_));
+        std::to_string(global_batch_) + " as " + shares_text(global_batch_, ranks_) + " (" +
+        std::to_string(seconds_since(asked)) + " s from the boundary's grow call until training resumed)");
   }
 
   // Collective over a group that just grew: rank 0 sends `state` (the state after its completed

@@ -176,6 +176,7 @@ void expect_elastic_equals_undisturbed(const std::string& name, const std::vecto
   ASSERT_FALSE(elastic.result.timed_out) << "the survivors hung\nstdout:\n" << elastic.result.out << "\nstderr:\n"
                                          << elastic.result.err;
   ASSERT_RUN_OK(elastic);
+  std::printf("undisturbed run %.1f s, elastic run %.1f s\n", undisturbed.result.seconds, elastic.result.seconds);
   // The victim did die, and the survivors said so: who, during which step, the new size.
   EXPECT_NE(elastic.result.err.find(k.external ? "kolorun: rank " + std::to_string(k.rank) + " (pid "
                                                : "kolo-train rank " + std::to_string(k.rank) + ": --die-at-step"),
