@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <type_traits>
 
 #include "kolo/error.hpp"
@@ -36,7 +37,7 @@ std::optional<uint64_t> step_of(const fs::path& path) {
 
 class Writer {
  public:
-  explicit Writer(std::ofstream& out) : out_(out) {}
+  explicit Writer(std::ostream& out) : out_(out) {}
   template <class T>
   void value(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -49,12 +50,12 @@ class Writer {
   }
 
  private:
-  std::ofstream& out_;
+  std::ostream& out_;
 };
 
 class Reader {
  public:
-  Reader(std::ifstream& in, std::string path) : in_(in), path_(std::move(path)) {}
+  Reader(std::istream& in, std::string path) : in_(in), path_(std::move(path)) {}
   template <class T>
   T value() {
     T v{};
@@ -76,7 +77,7 @@ class Reader {
   void check() {
     if (!in_) throw Error("checkpoint " + path_ + " is truncated");
   }
-  std::ifstream& in_;
+  std::istream& in_;
   std::string path_;
 };
 
@@ -121,58 +122,27 @@ void remove_old_checkpoints(const fs::path& dir) {
   }
 }
 
-}  // namespace
-
-std::string save_checkpoint(const std::string& dir, const TrainState& state) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create the checkpoint directory " + dir + ": " + ec.message());
-  const fs::path final_path = fs::path(dir) / file_name(state.step);
-  const fs::path temp_path = fs::path(dir) / (file_name(state.step) + ".tmp");
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write the checkpoint " + temp_path.string());
-    Writer w(out);
-    out.write(kMagic, sizeof kMagic);
-    w.value(kVersion);
-    write_shape(w, state.shape);
-    w.value(state.step);
-    w.value(state.global_batch);
-    w.value(state.seed);
-    w.value(state.sampler.epoch);
-    w.value(state.sampler.next);
-    w.value(state.rng);
-    w.value(state.adam_steps);
-    w.vector(state.params);
-    w.vector(state.adam_m);
-    w.vector(state.adam_v);
-    w.vector(state.train_losses);
-    w.vector(state.validation_losses);
-    out.flush();
-    if (!out) throw Error("writing the checkpoint " + temp_path.string() + " failed (disk full?)");
-  }
-  fs::rename(temp_path, final_path, ec);
-  if (ec) throw Error("cannot rename " + temp_path.string() + " to " + final_path.string() + ": " + ec.message());
-  remove_old_checkpoints(dir);
-  return final_path.string();
+void write_state(std::ostream& out, const TrainState& state) {
+  Writer w(out);
+  out.write(kMagic, sizeof kMagic);
+  w.value(kVersion);
+  write_shape(w, state.shape);
+  w.value(state.step);
+  w.value(state.global_batch);
+  w.value(state.seed);
+  w.value(state.sampler.epoch);
+  w.value(state.sampler.next);
+  w.value(state.rng);
+  w.value(state.adam_steps);
+  w.vector(state.params);
+  w.vector(state.adam_m);
+  w.vector(state.adam_v);
+  w.vector(state.train_losses);
+  w.vector(state.validation_losses);
 }
 
-std::string checkpoint_path(const std::string& dir, uint64_t step) { return (fs::path(dir) / file_name(step)).string(); }
-
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
-  std::optional<std::pair<uint64_t, std::string>> best;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (auto step = step_of(entry.path()))
-      if (!best || *step > best->first) best = std::make_pair(*step, entry.path().string());
-  if (!best) return std::nullopt;
-  return best->second;
-}
-
-TrainState load_checkpoint(const std::string& path, const CheckpointShape& expected) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the checkpoint " + path);
+// `path` names the source in messages (a file, or what sent the bytes).
+TrainState read_state(std::istream& in, const std::string& path, const CheckpointShape& expected) {
   char magic[sizeof kMagic] = {};
   in.read(magic, sizeof magic);
   if (!in || std::memcmp(magic, kMagic, sizeof kMagic) != 0) throw Error(path + " is not a kolo-train checkpoint");
@@ -200,6 +170,57 @@ TrainState load_checkpoint(const std::string& path, const CheckpointShape& expec
   state.train_losses = r.vector<LossPoint>(state.step);
   state.validation_losses = r.vector<LossPoint>(state.step + 1);
   return state;
+}
+
+}  // namespace
+
+std::string encode_train_state(const TrainState& state) {
+  std::ostringstream out(std::ios::binary);
+  write_state(out, state);
+  return std::move(out).str();
+}
+
+TrainState decode_train_state(const std::string& bytes, const std::string& from, const CheckpointShape& expected) {
+  std::istringstream in(bytes, std::ios::binary);
+  return read_state(in, from, expected);
+}
+
+std::string save_checkpoint(const std::string& dir, const TrainState& state) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create the checkpoint directory " + dir + ": " + ec.message());
+  const fs::path final_path = fs::path(dir) / file_name(state.step);
+  const fs::path temp_path = fs::path(dir) / (file_name(state.step) + ".tmp");
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write the checkpoint " + temp_path.string());
+    write_state(out, state);
+    out.flush();
+    if (!out) throw Error("writing the checkpoint " + temp_path.string() + " failed (disk full?)");
+  }
+  fs::rename(temp_path, final_path, ec);
+  if (ec) throw Error("cannot rename " + temp_path.string() + " to " + final_path.string() + ": " + ec.message());
+  remove_old_checkpoints(dir);
+  return final_path.string();
+}
+
+std::string checkpoint_path(const std::string& dir, uint64_t step) { return (fs::path(dir) / file_name(step)).string(); }
+
+std::optional<std::string> latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  std::optional<std::pair<uint64_t, std::string>> best;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (auto step = step_of(entry.path()))
+      if (!best || *step > best->first) best = std::make_pair(*step, entry.path().string());
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+TrainState load_checkpoint(const std::string& path, const CheckpointShape& expected) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open the checkpoint " + path);
+  return read_state(in, path, expected);
 }
 
 }  // namespace kolo::train

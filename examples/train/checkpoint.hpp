@@ -55,4 +55,10 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 // checkpoint, and kolo::InvalidArgument when its shape differs from `expected` (naming the field).
 TrainState load_checkpoint(const std::string& path, const CheckpointShape& expected);
 
+// A checkpoint's content in memory (the same bytes save_checkpoint writes): what kolo-train
+// --elastic sends a rank that joins. decode_train_state checks as load_checkpoint does, naming
+// `from` (where the bytes came from) in its errors.
+std::string encode_train_state(const TrainState& state);
+TrainState decode_train_state(const std::string& bytes, const std::string& from, const CheckpointShape& expected);
+
 }  // namespace kolo::train

@@ -1,5 +1,7 @@
 #include "elastic.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <utility>
 
@@ -66,6 +68,20 @@ std::string shares_text(size_t global_batch, int ranks) {
     out += std::to_string(global_batch / k + (r < global_batch % k ? 1 : 0));
   }
   return out;
+}
+
+std::string local_batch_text(size_t global_batch, int ranks, int accum) {
+  const size_t k = size_t(ranks), parts = size_t(accum);
+  size_t low = SIZE_MAX, high = 0;
+  for (size_t r = 0; r < k; ++r) {
+    const size_t share = global_batch / k + (r < global_batch % k ? 1 : 0);
+    for (size_t m = 0; m < parts; ++m) {  // train_step.hpp's cut
+      const size_t n = (m + 1) * share / parts - m * share / parts;
+      low = std::min(low, n);
+      high = std::max(high, n);
+    }
+  }
+  return low == high ? std::to_string(low) : std::to_string(low) + "-" + std::to_string(high);
 }
 
 }  // namespace kolo::train

@@ -62,4 +62,9 @@ std::string blamed_rank(const std::exception& e);
 // "6+5+5": how `global_batch` samples fall on `ranks` ranks (DistributedSampler's uneven shares).
 std::string shares_text(size_t global_batch, int ranks);
 
+// The samples per rank per micro-batch, for the summary: "4" when every rank's micro-batches hold
+// the same number, else the range ("5-6": 16 over 3 ranks, accum 1), so that a run that shrank
+// (or grew) reports the split it ended with, not the launch's --batch.
+std::string local_batch_text(size_t global_batch, int ranks, int accum);
+
 }  // namespace kolo::train

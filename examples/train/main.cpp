@@ -12,7 +12,8 @@
 //      its shard, then the weights are all-gathered); see parallel_optimizer.hpp.
 // Rank 0 prints a line per step, evaluates, writes checkpoints, and at the end prints the
 // throughput summary, a text sample and the loss curve. With --elastic, a rank lost mid-run
-// shrinks the group instead of ending the job (elastic.hpp).
+// shrinks the group instead of ending the job (elastic.hpp), and a replacement (kolorun --replace,
+// KOLO_JOIN=1) joins at a step boundary: rank 0 sends it the state and the group grows back.
 #include <unistd.h>
 
 #include <csignal>
@@ -55,6 +56,8 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // in-process store, so no port is taken and several single-rank runs can coexist).
 std::shared_ptr<ProcessGroup> join_world() {
   const LaunchEnv env = read_launch_env();
+  // A replacement for a lost rank (kolorun --replace): let in by the survivors' grow().
+  if (env.join) return join_from_env();
   if (env.source == "default" && env.world_size == 1) return ProcessGroup::create(make_hash_store(), 0, 1);
   return init_from_env();
 }
@@ -72,18 +75,23 @@ void write_params(const std::string& path, const gpt::Model<float>& model) {
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& opt, std::shared_ptr<ProcessGroup> group)
+  // `joined`: this process replaces a lost rank (join_world joined a grown group): run() takes the
+  // whole state from rank 0 instead of starting from the seed or a checkpoint.
+  Trainer(const TrainOptions& opt, std::shared_ptr<ProcessGroup> group, bool joined)
       : opt_(opt),
         group_(std::move(group)),
-        launch_rank_(group_->rank()),
-        rank_(launch_rank_),
+        joined_(joined),
+        launch_rank_(joined ? read_launch_env().rank : group_->rank()),
+        rank_(group_->rank()),
         ranks_(group_->size()),
         text_(load_corpus(opt.data)),
         split_(split_tokens(text_, opt.val_fraction, opt.seq)),
         train_windows_(split_.train, opt.seq),
         val_windows_(split_.validation, opt.seq),
         model_(gpt::Config{256, opt.seq, opt.layers, opt.heads, opt.dim}),
-        global_batch_(size_t(ranks_) * size_t(opt.batch) * size_t(opt.accum)),
+        // The launch's size sets the global batch; a joiner's group may be of another size.
+        global_batch_(size_t(joined ? read_launch_env().world_size : ranks_) * size_t(opt.batch) * size_t(opt.accum)),
+        full_ranks_(int(global_batch_ / (size_t(opt.batch) * size_t(opt.accum)))),
         sampler_(train_windows_.count(), opt.seed, rank_, ranks_, global_batch_, opt.elastic),
         rng_(Rng::mix(opt.seed, 0x5eed)) {
     schedule_.peak = opt.lr;
@@ -91,17 +99,27 @@ class Trainer {
     schedule_.warmup_steps = uint64_t(opt.warmup >= 0 ? opt.warmup : std::min(100, opt.steps / 10));
     schedule_.total_steps = uint64_t(opt.steps);
     model_.init(opt.seed);
-    if (opt.resume) resume();
+    if (opt.resume && !joined) resume();
   }
 
   void run() {
-    // Collective: checks that every rank built the same layout, then broadcasts rank 0's weights.
-    optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, resumed_adam_ ? &*resumed_adam_ : nullptr);
-    resumed_adam_.reset();  // with --zero 1 this rank keeps only its shard of it
-    print_banner();
-    if (opt_.elastic) remember(first_step_);
-    for (uint64_t step = first_step_; step < uint64_t(opt_.steps);) {
+    uint64_t start = first_step_;  // first_step_ stays 0 for a joiner: no checkpoint was resumed
+    if (joined_) {
+      start = welcome(TrainState{});  // the members' grow() let us in: rank 0 sends the rest
+    } else {
+      // Collective: checks that every rank built the same layout, then broadcasts rank 0's weights.
+      optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, resumed_adam_ ? &*resumed_adam_ : nullptr);
+      resumed_adam_.reset();  // with --zero 1 this rank keeps only its shard of it
+      print_banner();
+      if (opt_.elastic) remember(first_step_);
+    }
+    for (uint64_t step = start; step < uint64_t(opt_.steps);) {
       try {
+        // The step boundary: every rank of the group reaches it with the same `step` (once).
+        if (opt_.elastic && step != checked_boundary_) {
+          checked_boundary_ = step;
+          grow_if_joiners_wait(step);
+        }
         train_one_step(step);
         const uint64_t done = ++step;
         if (opt_.elastic) remember(done);
@@ -252,12 +270,96 @@ class Trainer {
     memory_.clear();
     remember(state.step);
     current_step_ = state.step;
+    checked_boundary_ = kNoBoundary;  // the survivors check at the restored step's boundary, and
+    wait_for_joiner_ = true;          // wait there (--grow-wait) for a replacement
     say("elastic: " + blamed_rank(failure) + " lost during step " + std::to_string(failed_step) + " (" + failure.what() +
         "); " + std::to_string(ranks_) + " of " + std::to_string(old_ranks) + " ranks go on (this was rank " +
         std::to_string(old_rank) + ", now " + std::to_string(rank_) + ") from step " + std::to_string(state.step) +
         ", restored from " + from + "; global batch " + std::to_string(global_batch_) + " as " +
         shares_text(global_batch_, ranks_));
     return state.step;
+  }
+
+  // --elastic, at the boundary after `step` completed steps, on a group smaller than launched:
+  // let a waiting replacement in (ProcessGroup::grow; with nobody waiting that costs rank 0 one
+  // store call and a 32-byte broadcast), hand it the whole state and carry on with the global
+  // batch split evenly again. Every rank of the group calls it at the same boundary.
+  void grow_if_joiners_wait(uint64_t step) {
+    if (ranks_ >= full_ranks_) return;
+    GrowOptions how;
+    how.max_joiners = full_ranks_ - ranks_;
+    if (wait_for_joiner_) how.wait = std::chrono::milliseconds(int64_t(opt_.grow_wait * 1000));
+    wait_for_joiner_ = false;
+    const auto asked = Clock::now();
+    std::shared_ptr<ProcessGroup> bigger = group_->grow(how);
+    if (!bigger) return;
+    const int old_ranks = ranks_, joiners = bigger->size() - ranks_;
+    // The whole AdamW state on rank 0: a copy here (--zero 0), or gathered from the shards over
+    // the old group, which is still whole (--zero 1).
+    optimizer_->params_to_host();
+    std::optional<AdamState> adam = optimizer_->whole_state_here();
+    if (!adam) adam = optimizer_->state_on_rank0();
+    TrainState state;
+    if (rank_ == 0) state = state_after(step, std::move(*adam));
+    optimizer_.reset();  // its reducer belongs to the old group
+    std::shared_ptr<ProcessGroup> old = std::move(group_);
+    group_ = std::move(bigger);
+    old->shutdown();  // collective over the old members, who all are here
+    welcome(std::move(state));
+    say("elastic: " + std::to_string(joiners) + " rank(s) joined at step " + std::to_string(step) + "; " +
+        std::to_string(ranks_) + " of " + std::to_string(full_ranks_) + " ranks go on (were " + std::to_string(old_ranks) +
+        ") from step " + std::to_string(step) + ", the joiners given rank 0's state; global batch " +
+        std::to_string(global_batch_) + " as " + shares_text(global_batch_, ranks_) + " (" +
+        std::to_string(seconds_since(asked)) + " s from the boundary's grow call until training resumed)");
+  }
+
+  // Collective over a group that just grew: rank 0 sends `state` (the state after its completed
+  // steps: what a checkpoint holds), every rank takes it (the members hold it already; with
+  // --zero 1 they also need the whole AdamW state to cut their new shard from) and rebuilds the
+  // reducer. Returns the step training continues from.
+  uint64_t welcome(TrainState state) {
+    rank_ = group_->rank();
+    ranks_ = group_->size();
+    std::string bytes = rank_ == 0 ? encode_train_state(state) : std::string();
+    uint64_t n = bytes.size();
+    group_->broadcast(Buffer(&n, 1))->wait();
+    bytes.resize(n);
+    group_->broadcast(Buffer(reinterpret_cast<uint8_t*>(bytes.data()), n))->wait();
+    state = decode_train_state(bytes, "the state rank 0 sent when the group grew", shape());
+    std::copy(state.params.begin(), state.params.end(), model_.params());
+    seed_ = state.seed;
+    global_batch_ = state.global_batch;
+    sampler_ = DistributedSampler(train_windows_.count(), seed_, rank_, ranks_, global_batch_, true);
+    sampler_.set_position(state.sampler);
+    rng_.set_state(state.rng);
+    train_losses_ = std::move(state.train_losses);
+    validation_losses_ = std::move(state.validation_losses);
+    AdamState adam{state.adam_steps, std::move(state.adam_m), std::move(state.adam_v)};
+    // Collective on the grown group: checks the layouts and broadcasts (the same) weights.
+    optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, adam.m.empty() ? nullptr : &adam);
+    memory_.clear();
+    remember(state.step);
+    current_step_ = state.step;
+    checked_boundary_ = state.step;  // this boundary's check is done, on members and joiners alike
+    return state.step;
+  }
+
+  // The state after `step` completed steps, as a checkpoint holds it.
+  TrainState state_after(uint64_t step, AdamState adam) const {
+    TrainState state;
+    state.shape = shape();
+    state.step = step;
+    state.global_batch = global_batch_;
+    state.seed = seed_;
+    state.sampler = sampler_.position();
+    state.rng = rng_.state();
+    state.adam_steps = adam.steps;
+    state.params.assign(model_.params(), model_.params() + model_.num_params());
+    state.adam_m = std::move(adam.m);
+    state.adam_v = std::move(adam.v);
+    state.train_losses = train_losses_;
+    state.validation_losses = validation_losses_;
+    return state;
   }
 
   // --zero 1's rollback point: checkpoint `step`, or for 0 the start (the seed's initial weights
@@ -289,7 +391,9 @@ class Trainer {
       char line[64];
       std::snprintf(line, sizeof line, "tokens/s %.0f", stats_.tokens_per_second());
       say(line);
-      say(format_summary(stats_, ranks_, opt_.batch, opt_.accum, opt_.seq, model_.num_params()));
+      // The split the run ended with (after --elastic shrank or grew the group, not the launch's).
+      say(format_summary(stats_, ranks_, local_batch_text(global_batch_, ranks_, opt_.accum), opt_.accum, opt_.seq,
+                         model_.num_params()));
     }
     if (first_step_ < steps) checkpoint(steps);
     if (rank_ != 0) return;
@@ -357,9 +461,11 @@ class Trainer {
   }
 
  private:
+  static constexpr uint64_t kNoBoundary = UINT64_MAX;
   const TrainOptions opt_;
   std::shared_ptr<ProcessGroup> group_;
-  const int launch_rank_;  // in the world group
+  const bool joined_;      // this process replaced a lost rank
+  const int launch_rank_;  // in the world group (a replacement: the lost rank's)
   int rank_, ranks_;       // change when --elastic shrinks the group
   const std::string text_;
   const TokenSplit split_;
@@ -368,7 +474,8 @@ class Trainer {
   std::unique_ptr<DataParallelOptimizer> optimizer_;  // made by run(): its constructor is collective
   std::optional<AdamState> resumed_adam_;             // from --resume, until run() hands it over
   LrSchedule schedule_;
-  const size_t global_batch_;
+  size_t global_batch_;  // set at launch; a joiner takes rank 0's
+  const int full_ranks_;  // the launch's size: --elastic grows the group back up to it
   uint64_t seed_ = opt_.seed;
   DistributedSampler sampler_;
   Rng rng_;
@@ -376,6 +483,8 @@ class Trainer {
   RunStats stats_;
   std::vector<LossPoint> train_losses_, validation_losses_;
   StepMemory memory_;  // --elastic --zero 0: the last completed steps
+  uint64_t checked_boundary_ = kNoBoundary;  // --elastic: the step boundary whose grow check is done
+  bool wait_for_joiner_ = false;             // --elastic: the next check waits --grow-wait (after a loss)
 };
 
 }  // namespace
@@ -428,16 +537,24 @@ int main(int argc, char** argv) {
   }
   apply_blas_core_choice(opt.blas_core, argv);
   kolo::gpt::set_blas_threads(opt.threads > 0 ? opt.threads : default_blas_threads());
-  if (kolo::read_launch_env().rank == 0)
+  const bool replacement = kolo::read_launch_env().join;  // KOLO_JOIN=1: prints nothing of rank 0's
+  if (kolo::read_launch_env().rank == 0 && !replacement)
     std::printf("kolo-train: OpenBLAS kernels %s, %d thread(s) per rank\n", kolo::gpt::blas_core_name().c_str(),
                 kolo::gpt::blas_threads());
-  if (opt.device == "cuda" && kolo::read_launch_env().rank == 0) std::printf("%s\n", cuda_device_line().c_str());
+  if (opt.device == "cuda" && kolo::read_launch_env().rank == 0 && !replacement) std::printf("%s\n", cuda_device_line().c_str());
 
   std::shared_ptr<kolo::ProcessGroup> group;
   std::unique_ptr<Trainer> trainer;
   try {
-    group = join_world();
-    trainer = std::make_unique<Trainer>(opt, group);
+    try {
+      group = join_world();
+    } catch (const kolo::ExcludedError& e) {
+      if (!replacement) throw;
+      // Too late: the run this process was to rejoin has ended. Nothing was lost.
+      std::fprintf(stderr, "kolo-train: a replacement that was not needed: %s\n", e.what());
+      return 0;
+    }
+    trainer = std::make_unique<Trainer>(opt, group, replacement);
     trainer->run();
     group = trainer->group();  // --elastic: the survivors' group; the world was aborted by the shrink
     trainer.reset();

@@ -67,12 +67,12 @@ double RunStats::mean_exposed_seconds() const {
   return steps_ == 0 ? first_.exposed_seconds : exposed_ / static_cast<double>(steps_);
 }
 
-std::string format_summary(const RunStats& stats, int ranks, int local_batch, int accum, int seq, size_t params) {
+std::string format_summary(const RunStats& stats, int ranks, const std::string& local_batch, int accum, int seq, size_t params) {
   char line[512];
   std::snprintf(line, sizeof line,
-                "summary ranks %d local_batch %d accum %d seq %d params %zu steps %llu mean_step_ms %.2f "
+                "summary ranks %d local_batch %s accum %d seq %d params %zu steps %llu mean_step_ms %.2f "
                 "tokens_per_s_per_rank %.0f comm_ms %.3f exposed_ms %.3f allreduce_hidden %.3f",
-                ranks, local_batch, accum, seq, params, static_cast<unsigned long long>(stats.measured_steps()),
+                ranks, local_batch.c_str(), accum, seq, params, static_cast<unsigned long long>(stats.measured_steps()),
                 stats.mean_step_seconds() * 1e3, stats.tokens_per_second() / ranks, stats.mean_comm_seconds() * 1e3,
                 stats.mean_exposed_seconds() * 1e3,
                 hidden_fraction(stats.mean_comm_seconds(), stats.mean_exposed_seconds()));

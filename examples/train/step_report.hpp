@@ -50,7 +50,8 @@ class RunStats {
 // "tokens/s 123456" and the weak-scaling line:
 // "summary ranks 2 local_batch 16 accum 1 seq 64 params 120000 steps 200 mean_step_ms 45.1
 //  tokens_per_s_per_rank 11350 comm_ms 3.2 exposed_ms 0.8 allreduce_hidden 0.75"
-std::string format_summary(const RunStats& stats, int ranks, int local_batch, int accum, int seq, size_t params);
+// local_batch: samples per rank per micro-batch, as text ("16", or "5-6" for uneven shares).
+std::string format_summary(const RunStats& stats, int ranks, const std::string& local_batch, int accum, int seq, size_t params);
 
 // "1:05" or "1:02:03".
 std::string format_duration(double seconds);

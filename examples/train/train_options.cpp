@@ -117,6 +117,10 @@ std::vector<Flag> value_flags(TrainOptions& o) {
        "0: every rank holds all of AdamW's state (DDP); 1: ZeRO-1, each rank\nholds and updates a 1/ranks shard, "
        "weights all-gathered (0)",
        integer(o.zero, 0, 1)},
+      {"--grow-wait", "S", execution,
+       "--elastic: after losing a rank, wait up to S seconds at the next step\nboundary for a replacement "
+       "(kolorun --replace) to join (0: only check)",
+       number(o.grow_wait, 0, 86400)},
       {"--die-at-step", "N", testing, "rank --die-rank kills itself with SIGKILL as step N begins (0 = never)",
        integer(o.die_at_step, 0, kBig)},
       {"--die-rank", "R", testing, "the rank --die-at-step kills (1)", integer(o.die_rank, 0, 1 << 20)},
@@ -150,7 +154,9 @@ void define(Cli& cmd, TrainOptions& o, const std::vector<Flag>& flags) {
   cmd.app.add_flag("--elastic", o.elastic,
                    "when a rank dies, the others shrink the group, roll back to the\n"
                    "last step they all completed and go on with the same global batch\n"
-                   "(--zero 1: reload the newest checkpoint); run under kolorun --elastic")
+                   "(--zero 1: reload the newest checkpoint); run under kolorun --elastic;\n"
+                   "at every step boundary of a shrunk group, a replacement waiting to\n"
+                   "join (kolorun --replace) is let in and the group grows back")
       ->group("Execution");
   cli::add_help(cmd.app, o.help, "this text")->group("Execution");
   cmd.app.add_flag("--version", cmd.version, "print the version and exit")->group("Execution");

@@ -42,6 +42,9 @@ struct TrainOptions {
   std::string compression = "none";
   int zero = 0;  // 1: ZeRO-1, AdamW's state sharded over the ranks (parallel_optimizer.hpp)
   bool elastic = false;  // a lost rank: the survivors shrink the group, roll back and go on (elastic.hpp)
+  // --elastic, after a loss: how long the first step boundary waits for a replacement to join
+  // (kolorun --replace starts one) before training on short-handed; later boundaries only check.
+  double grow_wait = 0;
   // Fault injection for the tests: rank die_rank kills itself (SIGKILL) when step die_at_step begins.
   int die_at_step = 0;
   int die_rank = 1;

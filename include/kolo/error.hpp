@@ -47,7 +47,8 @@ class MismatchError : public PeerError {
 };
 
 // This rank called ProcessGroup::shrink after the survivors had formed generation() without it
-// (it answered after the deadline, e.g. it was stopped), or they named it excluded.
+// (it answered after the deadline, e.g. it was stopped), or they named it excluded; or
+// ProcessGroup::join found the group shut down (generation() its last) before it was admitted.
 class ExcludedError : public Error {
  public:
   ExcludedError(const std::string& what, int generation) : Error(what), generation_(generation) {}

@@ -76,6 +76,23 @@ struct ShrinkOptions {
   std::chrono::milliseconds timeout{0};
 };
 
+// How grow() lets waiting processes in (docs/ARCHITECTURE.md, "Growing a group").
+struct GrowOptions {
+  // How long rank 0 waits for a first joiner when none is waiting yet; 0: decide at once (the
+  // cheap check a trainer makes at every step boundary). The other members wait for its answer
+  // this long plus the group's timeout.
+  std::chrono::milliseconds wait{0};
+  int max_joiners = 0;                    // admit at most this many; 0: every one waiting
+  std::chrono::milliseconds timeout{0};   // bounds the new group's connecting; 0: this group's timeout
+};
+
+// How join() waits to be let into a running group.
+struct JoinOptions {
+  // How long to wait until the members' grow() admits this process; 0: the group's timeout
+  // (GroupOptions.timeout, else KOLO_TIMEOUT). Connecting then takes at most the group's timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Collective over `size` processes: every rank calls it with the same store. Connects to all
@@ -147,8 +164,33 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // ranks otherwise; InvalidArgument if the lists differ). An excluded rank that calls it gets
   // nullptr (its copy of this group is aborted all the same).
   std::shared_ptr<ProcessGroup> shrink(const std::vector<int>& exclude_ranks, const ShrinkOptions& opts = {});
-  // 0 for a group made by create() or split(); one more than its parent's for a shrunk group.
+  // 0 for a group made by create() or split(); one more than its parent's for a shrunk or grown group.
   int generation() const;
+
+  // Let processes waiting in join() in (NCCL's ncclCommGrow, through the store). Collective
+  // over this group, at a point every member reaches (a trainer's step boundary): rank 0 alone
+  // claims the waiting joiners in arrival order (up to opts.max_joiners), and tells the others
+  // by a broadcast of 32 bytes on this group. Nobody waiting: every member gets nullptr. Else a
+  // new group, generation() + 1, in which every member keeps its rank and the joiners follow
+  // (rank size(), size() + 1, ... in arrival order); it connects afresh (bounded by
+  // opts.timeout), and the joiners hold nothing yet: broadcast them what they need (parameters,
+  // optimizer state). This group stays usable; drop it once done (its shutdown is collective
+  // over the old members).
+  // Cost with nobody waiting: one store call on rank 0 (reading the joiners' counter: a round
+  // trip to the store) and the broadcast; at 4 ranks on one host about 17 us per call over shm,
+  // 50-110 us over tcp (docs/RELIABILITY.md, "Growing back").
+  // A member that fails in it (rank 0 died, say) fails the group as any collective does: shrink.
+  std::shared_ptr<ProcessGroup> grow(const GrowOptions& opts = {});
+  // A process that was not in the group asks to join it (a replacement for a lost rank): it
+  // takes a place in the queue in `store` and waits until the members' grow() admits it, then
+  // connects with them and returns its group (rank and generation as the members decided).
+  // `group` names the group as the members' create() did (name, secret, transport; the n-th
+  // group created or joined under a name in a process is the n-th in every process), and its
+  // timeout is the new group's. Throws TimeoutError when nobody admitted it in time (it then
+  // leaves the queue, so it is never admitted later), and ExcludedError when the group was shut
+  // down before admitting it (a replacement that came too late); both name the group.
+  static std::shared_ptr<ProcessGroup> join(std::shared_ptr<Store> store, const GroupOptions& group = {},
+                                            const JoinOptions& opts = {});
 
   // Fails every queued and running operation with `reason` and tells the peers; not orderly.
   // On a group that shares connections (SplitOptions), it fails every group on them.
@@ -185,6 +227,9 @@ struct LaunchEnv {
   // MASTER_ADDR:MASTER_PORT is left to the program (a torch store, say). store_port 0: unset.
   std::string store_host;
   uint16_t store_port = 0;
+  // KOLO_JOIN=1: this process replaces a lost rank of a running job (kolorun --replace starts
+  // it so): it calls join_from_env, not init_from_env. RANK is the lost rank's, for its logs.
+  bool join = false;
 };
 LaunchEnv read_launch_env();
 
@@ -192,5 +237,8 @@ LaunchEnv read_launch_env();
 // under torchrun's agent store or kolorun's KOLO_STORE_ADDR, every rank joins that one), and all
 // ranks form the world group.
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts = {});
+// The same store as init_from_env (it must outlive the lost ranks: KOLO_STORE_ADDR or torchrun's
+// agent store), then ProcessGroup::join on it: for a process that KOLO_JOIN=1 says replaces one.
+std::shared_ptr<ProcessGroup> join_from_env(const GroupOptions& opts = {}, const JoinOptions& join = {});
 
 }  // namespace kolo

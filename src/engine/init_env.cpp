@@ -59,8 +59,10 @@ std::string store_secret_from_config(const LaunchEnv& env) {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
-  LaunchEnv env = read_launch_env();
+// The launch environment's store: the launcher's (KOLO_STORE_ADDR), torchrun's agent store, or
+// (is_server for rank 0) the one rank 0 serves at MASTER_ADDR:MASTER_PORT.
+// A joiner is not counted among the agent store's workers (its world size was reached long ago).
+static std::shared_ptr<Store> store_from_env(const LaunchEnv& env, const GroupOptions& opts, bool joiner) {
   TCPStore::Options so;
   so.host = env.master_addr;
   so.port = env.master_port;
@@ -71,7 +73,7 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
     so.is_server = false;
   }
   // In torchrun's agent store, count ourselves in c10d's "init/" as torch's own workers do.
-  if (env.agent_store) so.world_size = env.world_size;
+  if (env.agent_store && !joiner) so.world_size = env.world_size;
   // The store's waits are bounded like everything else: by the group's timeout.
   so.timeout = opts.timeout.count() > 0 ? opts.timeout : default_group_timeout();
   so.protocol = store_protocol_from_config();
@@ -95,7 +97,22 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
                        (so.is_server ? "" : env.agent_store ? "; torchrun's agent serves it" : "; rank 0 serves it") + "): " + e.what());
   }
   if (!env.store_prefix.empty()) store = make_prefix_store(env.store_prefix, store);
-  return ProcessGroup::create(store, env.rank, env.world_size, opts);
+  return store;
+}
+
+std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& opts) {
+  LaunchEnv env = read_launch_env();
+  return ProcessGroup::create(store_from_env(env, opts, false), env.rank, env.world_size, opts);
+}
+
+std::shared_ptr<ProcessGroup> join_from_env(const GroupOptions& opts, const JoinOptions& join) {
+  LaunchEnv env = read_launch_env();
+  // A store served by rank 0 is no place to wait: rank 0 may be the rank being replaced, and a
+  // joiner must not serve one itself.
+  if (env.store_port == 0 && !env.agent_store)
+    throw InvalidArgument("kolo: join_from_env needs a store that outlives every rank: KOLO_STORE_ADDR (kolorun hosts "
+                          "it) or torchrun's agent store; this launch (" + env.source + ") has neither");
+  return ProcessGroup::join(store_from_env(env, opts, true), opts, join);
 }
 
 const char* version_string() { return "kolo " KOLO_VERSION; }  // KOLO_VERSION: meson.build's project version

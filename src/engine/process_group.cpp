@@ -14,6 +14,7 @@
 #include "common/crypto.hpp"
 #include "engine/executor.hpp"
 #include "engine/shared_group.hpp"
+#include "engine/grow.hpp"
 #include "engine/shrink.hpp"
 #include "engine/spare_works.hpp"
 #include "engine/device_issue.hpp"
@@ -92,6 +93,10 @@ struct ProcessGroup::Impl {
   int generation = 0;
   int shrink_attempts = 0;  // under mu: a failed attempt (a member died while connecting) may be retried
   int shrunk_to = 0;        // under mu: the generation this group shrank to, 0 if none
+  // Growing (grow.hpp): the joiners' queue lives under "<root_prefix>/join".
+  int grown_to = 0;         // under mu: the generation this group grew to, 0 if none
+  bool joinable = false;    // under mu: grow or join was used on this line, so its end is announced there
+  int64_t next_ticket = 1;  // under mu: rank 0's first joiner ticket not yet settled
 
   // `var_counts`: alltoallv's, which args.v points to (the task keeps them); null otherwise.
   // `gate`: what the operation waits for before it starts (a device operation's inputs).
@@ -651,6 +656,8 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
   {
     std::lock_guard<std::mutex> lk(impl.mu);
     impl.shrunk_to = generation;
+    next->joinable = impl.joinable;
+    next->next_ticket = impl.next_ticket;
   }
   KOLO_LOG(info, "group " << impl.name << ": rank " << impl.rank << " is rank " << new_rank << " of "
                           << members.size() << " in generation " << generation << " (" << impl.root_name << suffix << ")");
@@ -663,8 +670,119 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   return shrink_group(*impl_, exclude_ranks, opts);
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::grow(const GrowOptions& opts) {
+  Impl& impl = *impl_;
+  if (opts.wait.count() < 0 || opts.timeout.count() < 0 || opts.max_joiners < 0)
+    throw InvalidArgument("kolo: grow of group " + impl.name + " refused: negative wait, timeout or max_joiners");
+  const int generation = impl.generation + 1;
+  int64_t next_ticket;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    impl.joinable = true;
+    next_ticket = impl.next_ticket;
+  }
+  // Rank 0 decides; the others learn {joiners admitted, round, size, generation} (joiners -1:
+  // rank 0 failed to decide, its own exception says why).
+  int64_t decision[4] = {0, 0, impl.size, generation};
+  std::exception_ptr failed;
+  if (impl.rank == 0) {
+    engine::AdmitRequest req;
+    req.ns = impl.root_prefix + "/join";
+    req.group = impl.name;
+    req.generation = generation;
+    req.members = impl.size;
+    req.max_joiners = opts.max_joiners;
+    req.wait_until = Clock::now() + opts.wait;
+    try {
+      const engine::Admission a = engine::admit_joiners(*impl.store, req, next_ticket);
+      decision[0] = static_cast<int64_t>(a.tickets.size());
+      decision[1] = a.round;
+      decision[2] = a.size;
+      std::lock_guard<std::mutex> lk(impl.mu);
+      impl.next_ticket = next_ticket;
+    } catch (...) {
+      failed = std::current_exception();
+      decision[0] = -1;
+    }
+  }
+  BroadcastOptions bo;
+  bo.timeout = (impl.timeout > std::chrono::milliseconds(0) ? impl.timeout : default_group_timeout()) + opts.wait;
+  broadcast(Buffer(decision, 4), bo)->wait();
+  if (failed) std::rethrow_exception(failed);
+  if (decision[0] < 0)
+    throw Error("kolo: grow of group " + impl.name + " to generation " + std::to_string(generation) +
+                ": rank 0 could not decide which joiners to admit (its error says why)");
+  if (decision[0] == 0) return nullptr;
+  if (decision[3] != generation)
+    throw InvalidArgument("kolo: grow of group " + impl.name + ": rank 0 grows generation " + std::to_string(decision[3] - 1) +
+                          ", this rank's group is generation " + std::to_string(impl.generation));
+  const int size = static_cast<int>(decision[2]);
+  const auto timeout = opts.timeout.count() > 0 ? opts.timeout : impl.timeout;
+  // A fresh bootstrap under the round's own prefix (never a shrink's "gen<G>": a grow whose
+  // connect failed, followed by a shrink to the same generation number, must not meet its keys).
+  auto next = connect_impl(impl.store, impl.root_prefix + "/grow" + std::to_string(decision[1]),
+                           impl.root_name + "/gen" + std::to_string(generation), impl.rank, size, impl.timeout,
+                           &impl.secret, "", impl.transport, timeout);
+  next->root_prefix = impl.root_prefix;
+  next->root_name = impl.root_name;
+  next->generation = generation;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    impl.grown_to = generation;
+    next->joinable = true;
+    next->next_ticket = impl.next_ticket;
+  }
+  KOLO_LOG(info, "group " << impl.name << ": grew to " << size << " ranks in generation " << generation << " ("
+                          << decision[0] << " joiner(s)); rank " << impl.rank << " keeps its rank");
+  return make_group(std::move(next));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::join(std::shared_ptr<Store> store, const GroupOptions& group,
+                                                 const JoinOptions& opts) {
+  if (!store) throw InvalidArgument("kolo: ProcessGroup::join needs a store");
+  if (opts.timeout.count() < 0) throw InvalidArgument("kolo: ProcessGroup::join refused: negative timeout");
+  const auto timeout = group.timeout.count() > 0 ? group.timeout : default_group_timeout();
+  const std::string transport = group.transport.empty() ? config::get_string("KOLO_TRANSPORT") : group.transport;
+  // The line's root, named as the members' create() named it.
+  const std::string root = next_prefix(group.name);
+  engine::JoinRequest req;
+  req.ns = root + "/join";
+  req.group = group.name;
+  req.deadline = Clock::now() + (opts.timeout.count() > 0 ? opts.timeout : timeout);
+  const engine::Admitted a = engine::wait_for_admission(*store, req);
+  log::set_process_rank(a.rank);
+  // The job's secret: KOLO_SECRET (or group.secret) as the members had it, else the one their
+  // rank 0 made and left in the store (agree_secret's rule for a rank other than 0).
+  const engine::Secret secret = engine::agree_secret(*store, root, a.rank, group.secret);
+  auto impl = connect_impl(store, root + "/grow" + std::to_string(a.round), group.name + "/gen" + std::to_string(a.generation),
+                           a.rank, a.size, timeout, &secret, "", transport, timeout);
+  impl->root_prefix = root;
+  impl->root_name = group.name;
+  impl->generation = a.generation;
+  impl->joinable = true;
+  impl->next_ticket = a.ticket + 1;  // rank 0 settled every ticket before ours when it admitted us
+  KOLO_LOG(info, "joined group " << group.name << " as rank " << a.rank << " of " << a.size << " in generation "
+                                 << a.generation);
+  return make_group(std::move(impl));
+}
+
 void ProcessGroup::abort(const std::string& reason) {
   impl_->executor->request_abort("kolo: rank " + std::to_string(rank()) + " of group " + name() + " aborted: " + reason);
+}
+
+// The last group of a line that grow or join was used on tells the joiners still waiting that
+// nobody will admit them (grow.hpp, "closed"); a group that shrank or grew leaves that to its
+// successor. Best effort: the store may be gone with the job.
+static void announce_end_of_line(ProcessGroup::Impl& impl) {
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    if (!impl.joinable || impl.rank != 0 || impl.shrunk_to > 0 || impl.grown_to > 0) return;
+  }
+  try {
+    engine::close_line(*impl.store, impl.root_prefix + "/join", impl.generation);
+  } catch (const std::exception& e) {
+    KOLO_LOG(info, "group " << impl.name << ": could not tell waiting joiners that it ended: " << e.what());
+  }
 }
 
 void ProcessGroup::shutdown() {
@@ -689,6 +807,7 @@ void ProcessGroup::shutdown() {
   // The direct device path's last handshake, while every peer is still there (skipped when the
   // group failed: a peer may be gone).
   impl_->device.direct.close(!impl_->executor->failed());
+  announce_end_of_line(*impl_);
   std::shared_ptr<SharedConnections> connections = std::move(impl_->connections);
   if (connections.use_count() == 1) connections->executor->close_and_join();
 }

@@ -232,6 +232,11 @@ void read_store_addr(LaunchEnv& e) {
 LaunchEnv read_launch_env() {
   LaunchEnv e = from_launcher();
   read_store_addr(e);
+  // KOLO_JOIN=1 (kolorun --replace): a replacement that joins a running group.
+  if (auto join = env("KOLO_JOIN")) {
+    if (*join != "0" && *join != "1") throw InvalidArgument("launch environment: KOLO_JOIN='" + *join + "': expected 0 or 1");
+    e.join = *join == "1";
+  }
   return e;
 }
 

@@ -51,6 +51,7 @@ void scenario_split_share_misorder(WorkerContext& ctx);  // world rank 0 issues 
 void scenario_split_share_disagree(WorkerContext& ctx);  // rank 0 does not share, the others do
 void scenario_split_share_kill(WorkerContext& ctx);      // child and world loop until the driver kills a rank
 void scenario_shrink(WorkerContext& ctx);                 // args: kill|named|request|stop VICTIM [SEED [SELF_KILL_AT]]
+void scenario_grow(WorkerContext& ctx);                   // args: member|shrink-grow VICTIM|joiner R N G|idle|late
 void scenario_dead_before_connect(WorkerContext& ctx);   // the last rank exits right after joining           // args: SEED COUNT [MAX_BYTES [SAMPLE_EVERY [SUBGROUPS]]]
 
 }  // namespace kolo::coltest

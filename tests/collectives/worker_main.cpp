@@ -59,6 +59,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"split-share-kill", scenario_split_share_kill},
       {"split-share-disagree", scenario_split_share_disagree},
       {"shrink", scenario_shrink},
+      {"grow", scenario_grow},
   };
   return table;
 }

@@ -91,6 +91,23 @@ TEST(KolorunFailure, ElasticLeavesTheSurvivorsOfAKillRunning) {
   for (int r : {0, 2}) EXPECT_TRUE(recorded_signals(dir.path(), r).empty()) << "rank " << r;
 }
 
+// --elastic --replace 1: the killed rank is started again with its environment and KOLO_JOIN=1
+// (the probe's replacement records that and then behaves), once; the job succeeds.
+TEST(KolorunFailure, ElasticReplaceStartsTheLostRankAgainToJoin) {
+  TempDir dir;
+  std::vector<std::string> args = elastic(worker(dir.path(), 3, {"--kill-rank", "1", "--signal", std::to_string(SIGKILL), "--sleep", "1.5"}));
+  args.insert(args.begin(), {"--replace", "1"});
+  ProcessResult result = run_kolorun(args, {{"KOLO_LAUNCH_GRACE", "0.2"}});
+  EXPECT_EQ(result.exit_code(), 0) << result.err;
+  std::ifstream joined(dir.path() + "/1.joined");
+  std::string pid;
+  ASSERT_TRUE(std::getline(joined, pid)) << "no replacement of rank 1 ran with KOLO_JOIN=1\n" << result.err;
+  EXPECT_NE(result.err.find("--replace: started a replacement for rank 1 (pid " + pid + ", KOLO_JOIN=1; 1 of at most 1)"),
+            std::string::npos)
+      << result.err;
+  for (int r : {0, 2}) EXPECT_FALSE(std::ifstream(dir.path() + "/" + std::to_string(r) + ".joined")) << "rank " << r;
+}
+
 // --elastic still fails the job when a rank exits non-zero, without stopping the others.
 TEST(KolorunFailure, ElasticFailsOnANonZeroExitWithoutStoppingTheOthers) {
   TempDir dir;

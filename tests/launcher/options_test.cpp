@@ -69,6 +69,11 @@ TEST(KolorunOptions, XWithoutValueCopiesKolorunsOwnValue) {
   EXPECT_THROW(parse({"-n", "1", "-x", "KOLORUN_OPTIONS_TEST_UNSET_VAR", "p"}), InvalidArgument);
 }
 
+TEST(KolorunOptions, ReplaceCountsReplacementsAndNeedsElastic) {
+  EXPECT_EQ(parse({"-n", "4", "--elastic", "--replace", "2", "p"}).replace, 2);
+  EXPECT_EQ(parse({"-n", "4", "--elastic", "p"}).replace, 0);
+}
+
 TEST(KolorunOptions, RejectsBadInput) {
   const std::vector<std::vector<std::string>> bad = {
       {"prog"},                                   // no -n
@@ -89,6 +94,10 @@ TEST(KolorunOptions, RejectsBadInput) {
       {"-n", "2", "-x", "MASTER_PORT=1", "p"},
       {"-n", "2", "--frobnicate", "p"},           // unknown option
       {"-n", "2", "--tag-output=yes", "p"},       // flag with a value
+      {"-n", "2", "--replace", "1", "p"},         // --replace without --elastic
+      {"-n", "2", "--elastic", "--replace", "x", "p"},
+      {"--elastic", "--hosts", "a:2", "--replace", "1", "p"},  // the store would be rank 0's
+      {"-n", "2", "-x", "KOLO_JOIN=1", "p"},      // kolorun sets it for replacements only
   };
   for (const auto& args : bad) {
     std::string joined;

@@ -6,6 +6,8 @@
 // that append the signal number to DIR/RANK.signals, then writes DIR/RANK.ready. The failing
 // rank then exits with C (or raises S); every other rank sleeps up to SECONDS (default 20) and
 // exits 0. A recorded signal ends the rank with 128+signal, except SIGTERM under --ignore-term.
+// A replacement (KOLO_JOIN=1, kolorun --replace) writes DIR/RANK.joined (its pid) and behaves as
+// a rank that neither fails nor is killed.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -84,8 +86,11 @@ int main(int argc, char** argv) {
   }
   write_file(base + ".ready", "");
 
-  if (rank == fail_rank) return exit_code;
-  if (rank == kill_rank) {
+  const char* join = std::getenv("KOLO_JOIN");
+  const bool replacement = join != nullptr && std::strcmp(join, "1") == 0;
+  if (replacement) write_file(base + ".joined", std::to_string(::getpid()));
+  if (rank == fail_rank && !replacement) return exit_code;
+  if (rank == kill_rank && !replacement) {
     ::signal(kill_signal, SIG_DFL);
     ::raise(kill_signal);
     return 4;  // not reached for a deadly signal

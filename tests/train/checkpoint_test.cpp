@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "checkpoint.hpp"
 #include "kolo/error.hpp"
@@ -64,6 +65,24 @@ TEST_F(CheckpointTest, RoundTripsEveryFieldExactly) {
   EXPECT_EQ(loaded.train_losses[2].loss, 5.0 / 3.0);
   ASSERT_EQ(loaded.validation_losses.size(), 1u);
   EXPECT_EQ(loaded.validation_losses[0].loss, 1.25);
+}
+
+// What kolo-train --elastic broadcasts to a joiner: the file's bytes, checked the same way.
+TEST_F(CheckpointTest, InMemoryStateIsTheFileContentAndIsChecked) {
+  const TrainState saved = sample_state(7);
+  const std::string bytes = encode_train_state(saved);
+  std::ifstream file(save_checkpoint(dir_.string(), saved), std::ios::binary);
+  const std::string on_disk((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, on_disk);
+  const TrainState got = decode_train_state(bytes, "rank 0's state", saved.shape);
+  EXPECT_EQ(got.step, 7u);
+  EXPECT_EQ(got.rng, saved.rng);
+  EXPECT_EQ(got.adam_v, saved.adam_v);
+  EXPECT_EQ(got.train_losses.size(), 7u);
+  CheckpointShape other = saved.shape;
+  other.layers += 1;
+  EXPECT_THROW(decode_train_state(bytes, "rank 0's state", other), InvalidArgument);
+  EXPECT_THROW(decode_train_state(bytes.substr(0, bytes.size() - 3), "rank 0's state", saved.shape), Error);
 }
 
 TEST_F(CheckpointTest, LatestIsTheHighestStepAndOnlyTheNewestAreKept) {

@@ -15,6 +15,11 @@
 // --zero 1: the lost rank took its AdamW shard along, so the survivors reload the newest
 // checkpoint (--ckpt-every 4) or start over when there is none yet; the same checks apply.
 //
+// Growing back: under kolorun --replace 1, kolorun starts a replacement for the killed rank
+// (KOLO_JOIN=1); the survivors shrink and roll back as above, then at the restored step's boundary
+// wait (--grow-wait) for the replacement, let it in (ProcessGroup::grow) and send it the whole
+// state; the group is 4 ranks again, the batch split 4+4+4+4, and the same checks apply.
+//
 // Two ways to kill: the victim SIGKILLs itself from a timer thread (--die-at-step S
 // --die-after-us U: the point is exact for a seed, whatever the machine's load), or the test
 // sends the SIGKILL from outside, U microseconds after rank 0 printed step S (the trainer takes
@@ -118,7 +123,8 @@ std::string kill_from_outside(pid_t kolorun, const fs::path& out, const KillPoin
 }
 
 // A 4-rank run under kolorun --elastic in which rank k.rank is SIGKILLed at the point k says.
-TrainRun elastic_run(const std::string& name, const std::vector<std::string>& flags, const KillPoint& k) {
+TrainRun elastic_run(const std::string& name, const std::vector<std::string>& flags, const KillPoint& k,
+                     const std::vector<std::string>& kolorun_flags) {
   const fs::path params = work_dir() / (name + ".params");
   const fs::path out = work_dir() / (name + ".out");
   std::vector<std::string> extra = with(flags, {"--elastic", "--ckpt", (work_dir() / (name + "-ckpt")).string(),
@@ -130,6 +136,7 @@ TrainRun elastic_run(const std::string& name, const std::vector<std::string>& fl
   std::vector<std::string> argv;
   if (k.external) argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" > \"$KOLO_ELASTIC_TEST_OUT\""};
   argv = with(argv, {launcher::testing::kolorun_path(), "--elastic", "-n", "4"});
+  argv = with(argv, kolorun_flags);
   argv = with(argv, tiny_run(extra));
   TrainRun run;
   // Bounded: the survivors' collectives and their shrink by KOLO_TIMEOUT, the whole job by the wait.
@@ -148,17 +155,28 @@ TrainRun elastic_run(const std::string& name, const std::vector<std::string>& fl
   return run;
 }
 
+// How the run must end: as the survivors (3 ranks, uneven shares), or grown back by a replacement.
+struct Ending {
+  std::string summary;                     // "summary ranks 3 local_batch 5-6"
+  std::vector<std::string> kolorun_flags;  // {"--replace", "1"} to grow back
+  std::vector<std::string> flags;          // added to kolo-train's
+};
+
+const Ending kShrunk16{"summary ranks 3 local_batch 5-6", {}, {}};
+const Ending kGrownBack{"summary ranks 4 local_batch 4", {"--replace", "1"}, {"--grow-wait", "30"}};
+
 void expect_elastic_equals_undisturbed(const std::string& name, const std::vector<std::string>& flags,
                                        const std::string& restored_from, const KillPoint& k,
-                                       const std::string& global_batch_as) {
+                                       const std::string& global_batch_as, const Ending& ending = kShrunk16) {
   const int kSteps = k.steps;
   const TrainRun undisturbed = train(4, name + "-undisturbed", flags);
   ASSERT_RUN_OK(undisturbed);
   expect_learning(undisturbed, kSteps);
-  const TrainRun elastic = elastic_run(name + "-elastic", flags, k);
+  const TrainRun elastic = elastic_run(name + "-elastic", with(flags, ending.flags), k, ending.kolorun_flags);
   ASSERT_FALSE(elastic.result.timed_out) << "the survivors hung\nstdout:\n" << elastic.result.out << "\nstderr:\n"
                                          << elastic.result.err;
   ASSERT_RUN_OK(elastic);
+  std::printf("undisturbed run %.1f s, elastic run %.1f s\n", undisturbed.result.seconds, elastic.result.seconds);
   // The victim did die, and the survivors said so: who, during which step, the new size.
   EXPECT_NE(elastic.result.err.find(k.external ? "kolorun: rank " + std::to_string(k.rank) + " (pid "
                                                : "kolo-train rank " + std::to_string(k.rank) + ": --die-at-step"),
@@ -174,7 +192,19 @@ void expect_elastic_equals_undisturbed(const std::string& name, const std::vecto
   // when the victim, done with it, began step k.step and died at once.
   EXPECT_GE(std::stoi(m[2]), k.step - (k.external ? 0 : 1)) << m[0];
   EXPECT_LE(std::stoi(m[3]), std::stoi(m[2])) << m[0];
-  EXPECT_NE(elastic.result.out.find("summary ranks 3"), std::string::npos) << elastic.result.out;
+  EXPECT_NE(elastic.result.out.find(ending.summary), std::string::npos) << elastic.result.out;
+  if (!ending.kolorun_flags.empty()) {
+    // The replacement was started, let in at the restored step's boundary, and given the state.
+    EXPECT_NE(elastic.result.err.find("kolorun: --replace: started a replacement for rank " + std::to_string(k.rank)),
+              std::string::npos)
+        << elastic.result.err;
+    const std::regex grown("elastic: 1 rank\\(s\\) joined at step (\\d+); 4 of 4 ranks go on \\(were 3\\) from step (\\d+), "
+                           "the joiners given rank 0's state; global batch 16 as 4\\+4\\+4\\+4");
+    std::smatch g;
+    ASSERT_TRUE(std::regex_search(elastic.result.out, g, grown)) << elastic.result.out;
+    std::printf("%s\n", g[0].str().c_str());
+    EXPECT_EQ(g[1].str(), m[3].str()) << "grew at another boundary than the restored step";
+  }
 
   // The criterion, then the stronger one.
   ASSERT_EQ(elastic.losses.size(), size_t(kSteps)) << elastic.result.out;
@@ -198,12 +228,25 @@ TEST(KoloTrainElastic, ZeroOneSurvivorsReloadTheLastCheckpoint) {
                                     "(\\S+step-\\d+\\.ckpt|the start \\(no checkpoint yet\\))", k, "16 as 6\\+5\\+5");
 }
 
+TEST(KoloTrainElastic, AReplacementJoinsAndTheGroupGrowsBack) {
+  const KillPoint k = draw_kill_point(24, 21, false);
+  expect_elastic_equals_undisturbed("grow", {"--batch", "4", "--steps", "24"}, "its state in memory", k,
+                                    "16 as 6\\+5\\+5", kGrownBack);
+}
+
+TEST(KoloTrainElastic, ZeroOneReplacementGetsTheGatheredState) {
+  const KillPoint k = draw_kill_point(24, 21, false);
+  expect_elastic_equals_undisturbed("grow-zero1", {"--batch", "4", "--steps", "24", "--zero", "1", "--ckpt-every", "4"},
+                                    "(\\S+step-\\d+\\.ckpt|the start \\(no checkpoint yet\\))", k, "16 as 6\\+5\\+5",
+                                    kGrownBack);
+}
+
 // The kill from outside, after rank 0 printed a step between 3 and 20 of 80 (about 3.5 ms each
 // at this batch): 60 steps left for it to land in.
 TEST(KoloTrainElastic, SurvivorsOfASigkillFromOutsideFinishTheRun) {
   const KillPoint k = draw_kill_point(80, 20, true);
   expect_elastic_equals_undisturbed("outside", {"--batch", "16", "--steps", "80"}, "its state in memory", k,
-                                    "64 as 22\\+21\\+21");
+                                    "64 as 22\\+21\\+21", Ending{"summary ranks 3 local_batch 21-22", {}, {}});
 }
 
 }  // namespace

@@ -84,6 +84,12 @@ TEST(StepMemory, SharesDifferByAtMostOne) {
   EXPECT_EQ(shares_text(16, 4), "4+4+4+4");
   EXPECT_EQ(shares_text(17, 2), "9+8");
   EXPECT_EQ(shares_text(5, 1), "5");
+  // The summary's local batch: the split the run ended with (train_step.hpp's micro-batch cut).
+  EXPECT_EQ(local_batch_text(16, 4, 1), "4");
+  EXPECT_EQ(local_batch_text(16, 3, 1), "5-6");
+  EXPECT_EQ(local_batch_text(16, 3, 2), "2-3");
+  EXPECT_EQ(local_batch_text(32, 4, 2), "4");
+  EXPECT_EQ(local_batch_text(12, 3, 2), "2");
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ TEST(StepReport, StatsLeaveOutTheFirstStep) {
   EXPECT_DOUBLE_EQ(stats.tokens_per_second(), 100.0);
   EXPECT_DOUBLE_EQ(stats.eta_seconds(4, 10), 6.0);
   EXPECT_NEAR(hidden_fraction(stats.mean_comm_seconds(), stats.mean_exposed_seconds()), 0.75, 1e-12);
-  const std::string summary = format_summary(stats, 2, 8, 1, 32, 1000);
+  const std::string summary = format_summary(stats, 2, "8", 1, 32, 1000);
   EXPECT_EQ(summary.rfind("summary ranks 2 local_batch 8", 0), 0u) << summary;
   EXPECT_NE(summary.find("tokens_per_s_per_rank 50"), std::string::npos) << summary;
   EXPECT_NE(summary.find("allreduce_hidden 0.750"), std::string::npos) << summary;

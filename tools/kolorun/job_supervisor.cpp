@@ -52,6 +52,7 @@ int JobSupervisor::run() {
     wait_for_events();
     handle_received_signals();
     reap_ranks();
+    start_replacements();
     handle_deadlines();
   }
   finish_streams();
@@ -96,6 +97,10 @@ void JobSupervisor::start_ranks() {
     launch.stdin_fd = (r == 0 && rank0_inherits_stdin) ? -1 : dev_null.get();
     launch.cpu = options_.rank_cpus.empty() ? -1 : options_.rank_cpus[static_cast<size_t>(r)];
 
+    if (options_.replace > 0) {
+      launches_.push_back(launch);
+      launches_.back().stdin_fd = -1;  // the /dev/null below is closed by then: a replacement opens its own
+    }
     SpawnedRank spawned;
     try {
       spawned = spawn_rank(launch, signals_);
@@ -125,6 +130,44 @@ void JobSupervisor::start_ranks() {
       enter_phase(Phase::kTerminating, grace_);
       return;
     }
+  }
+}
+
+void JobSupervisor::start_replacements() {
+  std::vector<int> lost = std::move(pending_replacements_);
+  pending_replacements_.clear();
+  for (int r : lost) {
+    // Not once kolorun is stopping the job, nor when the ranks it would join are all gone.
+    if (phase_ != Phase::kRunning || running_count() == 0) return;
+    RankLaunch launch = launches_.at(static_cast<size_t>(r));
+    const std::string join = "KOLO_JOIN=";
+    std::erase_if(launch.env, [&](const std::string& e) { return e.rfind(join, 0) == 0; });
+    launch.env.push_back(join + "1");
+    UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    launch.stdin_fd = dev_null.valid() ? dev_null.get() : -1;
+    launch.process_group = process_group_;
+    SpawnedRank spawned;
+    try {
+      spawned = spawn_rank(launch, signals_);
+    } catch (const Error& e) {
+      note("--replace: cannot start a replacement for rank " + std::to_string(r) + ": " + e.what());
+      continue;
+    }
+    ++replacements_started_;
+    Rank& rank = ranks_.emplace_back();
+    rank.rank = r;
+    rank.pid = spawned.pid;
+    if (spawned.stdout_pipe.valid())
+      rank.out = std::make_unique<TaggedStream>(std::move(spawned.stdout_pipe), r, STDOUT_FILENO);
+    if (spawned.stderr_pipe.valid())
+      rank.err = std::make_unique<TaggedStream>(std::move(spawned.stderr_pipe), r, STDERR_FILENO);
+    if (!spawned.start_failure.empty()) {
+      rank.failed_to_start = true;
+      note("--replace: " + spawned.start_failure);
+      continue;
+    }
+    note("--replace: started a replacement for rank " + std::to_string(r) + " (pid " + std::to_string(spawned.pid) +
+         ", KOLO_JOIN=1; " + std::to_string(replacements_started_) + " of at most " + std::to_string(options_.replace) + ")");
   }
 }
 
@@ -195,6 +238,9 @@ void JobSupervisor::on_rank_end(Rank& rank, int wait_status) {
     // signal is a loss the job may survive; one that exits non-zero reports a failure.
     if (WIFSIGNALED(wait_status)) {
       if (!first_loss_code_) first_loss_code_ = exit_code_of(wait_status);
+      // Someone must be left to grow the group back.
+      if (replacements_started_ + static_cast<int>(pending_replacements_.size()) < options_.replace && running_count() > 0)
+        pending_replacements_.push_back(rank.rank);
     } else {
       set_exit_code(exit_code_of(wait_status));
     }

@@ -12,6 +12,7 @@
 
 #include "kolorun/job_environment.hpp"
 #include "kolorun/options.hpp"
+#include "kolorun/rank_spawner.hpp"
 #include "kolorun/signal_pipe.hpp"
 #include "kolorun/store_host.hpp"
 #include "kolorun/tagged_stream.hpp"
@@ -49,6 +50,8 @@ class JobSupervisor {
   };
 
   void start_ranks();
+  // --replace: starts the replacements on_rank_end queued (after reaping: ranks_ may grow).
+  void start_replacements();
   void wait_for_events();
   void handle_received_signals();
   void reap_ranks();
@@ -81,6 +84,11 @@ class JobSupervisor {
   // counts only if no rank exits 0.
   std::optional<int> first_loss_code_;
   bool any_rank_succeeded_ = false;
+  // --replace: how each launch rank was started (a replacement starts the same way, joining),
+  // the lost ranks waiting for one, and how many replacements were started.
+  std::vector<RankLaunch> launches_;
+  std::vector<int> pending_replacements_;
+  int replacements_started_ = 0;
 };
 
 }  // namespace kolo::launcher

@@ -13,7 +13,7 @@ namespace kolo::launcher {
 namespace {
 
 // Variables kolorun sets itself; letting -x override them would silently break rendezvous.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kReservedVariables{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kReservedVariables{{
     {"RANK", "it is set per rank"},
     {"WORLD_SIZE", "use -n"},
     {"LOCAL_RANK", "it is set per rank"},
@@ -24,6 +24,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kReserve
     {"TORCHELASTIC_RUN_ID", "it is generated per launch"},
     {"KOLO_JOB_ID", "it is generated per launch"},
     {"KOLO_STORE_ADDR", "kolorun hosts the job's store itself"},
+    {"KOLO_JOIN", "kolorun --replace sets it for the replacements it starts"},
 }};
 
 int parse_int_in_range(std::string_view option, std::string_view text, int low, int high) {
@@ -76,12 +77,12 @@ std::pair<std::string, std::string> parse_extra_env(const std::string& spec) {
 // repeated, the program and its arguments); the checks and conversions above then run in
 // parse_launch_options, so that every message is kolorun's.
 struct RawOptions {
-  std::string nproc, timeout, master_addr, master_port, hosts, launch_agent, bind;
+  std::string nproc, timeout, master_addr, master_port, hosts, launch_agent, bind, replace;
   std::vector<std::string> extra_env;
   bool tag_output = false, elastic = false, help = false, version = false;
   // Set when the option was given.
   CLI::Option *nproc_opt = nullptr, *timeout_opt = nullptr, *master_addr_opt = nullptr, *master_port_opt = nullptr,
-              *hosts_opt = nullptr, *launch_agent_opt = nullptr, *bind_opt = nullptr;
+              *hosts_opt = nullptr, *launch_agent_opt = nullptr, *bind_opt = nullptr, *replace_opt = nullptr;
 };
 
 const char* const kUsage =
@@ -107,6 +108,13 @@ void define_options(CLI::App& app, RawOptions& raw) {
                "a rank that dies does not stop the others (they may shrink\n"
                "their group and go on); the job fails only if a rank exits\n"
                "non-zero, or none exits 0");
+  raw.replace_opt = app.add_option("--replace", raw.replace,
+                                   "with --elastic: when a rank is lost (killed by a signal),\n"
+                                   "start a replacement with its command line, environment and\n"
+                                   "KOLO_JOIN=1 (it joins the survivors' group: ProcessGroup::join),\n"
+                                   "at most N over the job (default 0: none; needs the store\n"
+                                   "kolorun hosts, so not with --hosts)")
+                       ->type_name("N");
   raw.timeout_opt = app.add_option("--timeout", raw.timeout, "stop the whole job and fail if it runs longer")
                         ->type_name("SECONDS");
   raw.master_addr_opt =
@@ -232,6 +240,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     agent_words(options.launch_agent, "h");  // rejects an empty agent now, not per rank
   }
   if (raw.bind_opt->count() > 0) options.bind = parse_bind_mode(raw.bind);
+  if (raw.replace_opt->count() > 0) options.replace = parse_int_in_range("--replace", raw.replace, 0, kMaxProcesses);
   for (const std::string& spec : raw.extra_env) options.extra_env.push_back(parse_extra_env(spec));
 
   if (options.show_help || options.show_version) return options;
@@ -248,6 +257,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     if (!have_master_addr) options.master_addr = options.hosts.front().name;
   }
   if (!have_nproc) throw InvalidArgument("-n/--nproc is required (or --hosts)");
+  if (options.replace > 0 && !options.elastic)
+    throw InvalidArgument("--replace needs --elastic (without it a lost rank stops the job)");
+  if (options.replace > 0 && !options.hosts.empty())
+    throw InvalidArgument("--replace needs the store kolorun hosts for a job on this host; with --hosts rank 0 hosts it");
   if (options.program.empty()) throw InvalidArgument("no program to run");
   return options;
 }

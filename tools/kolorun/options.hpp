@@ -21,6 +21,10 @@ struct LaunchOptions {
   bool tag_output = false;
   // --elastic: a rank that dies does not stop the others (they may shrink their group and go on).
   bool elastic = false;
+  // --replace N (with --elastic, on this host): when a rank is lost (ended by a signal), start a
+  // replacement with its command line, environment and KOLO_JOIN=1, up to N over the job, so
+  // that the survivors can grow their group back (ProcessGroup::grow / join).
+  int replace = 0;
   std::optional<double> timeout_seconds;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;
