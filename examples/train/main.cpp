@@ -196,20 +196,7 @@ class Trainer {
     optimizer_->params_to_host();
     AdamState adam = optimizer_->state_on_rank0();  // collective with --zero 1
     if (rank_ != 0) return;
-    TrainState state;
-    state.shape = shape();
-    state.step = step;
-    state.global_batch = global_batch_;
-    state.seed = seed_;
-    state.sampler = sampler_.position();
-    state.rng = rng_.state();
-    state.adam_steps = adam.steps;
-    state.params.assign(model_.params(), model_.params() + model_.num_params());
-    state.adam_m = std::move(adam.m);
-    state.adam_v = std::move(adam.v);
-    state.train_losses = train_losses_;
-    state.validation_losses = validation_losses_;
-    say("checkpoint " + save_checkpoint(opt_.ckpt, state));
+    say("checkpoint " + save_checkpoint(opt_.ckpt, state_after(step, std::move(adam))));
   }
 
   // --elastic: what a rollback to `step` (just completed, or the run's start) restores. --zero 0
