@@ -241,16 +241,7 @@ class Trainer {
       state = memory_.take(uint64_t(min_over_ranks(*group_, double(memory_.newest()))));
       from = "its state in memory";
     }
-    std::copy(state.params.begin(), state.params.end(), model_.params());
-    seed_ = state.seed;
-    sampler_ = DistributedSampler(train_windows_.count(), seed_, rank_, ranks_, global_batch_, true);
-    sampler_.set_position(state.sampler);
-    rng_.set_state(state.rng);
-    train_losses_ = std::move(state.train_losses);
-    validation_losses_ = std::move(state.validation_losses);
-    AdamState adam{state.adam_steps, std::move(state.adam_m), std::move(state.adam_v)};
-    // Collective on the new group: checks the layouts and broadcasts (the same) weights.
-    optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, adam.m.empty() ? nullptr : &adam);
+    adopt(state);
     // A new printing rank repeats the restored step's line: the old one may have died between
     // completing that step and printing it.
     if (const std::string line = memory_.line(state.step); old_rank != 0 && !line.empty()) say(line);
@@ -313,22 +304,28 @@ class Trainer {
     bytes.resize(n);
     group_->broadcast(Buffer(reinterpret_cast<uint8_t*>(bytes.data()), n))->wait();
     state = decode_train_state(bytes, "the state rank 0 sent when the group grew", shape());
+    global_batch_ = state.global_batch;
+    adopt(state);
+    memory_.clear();
+    remember(state.step);
+    current_step_ = state.step;
+    checked_boundary_ = state.step;  // this boundary's check is done, on members and joiners alike
+    return state.step;
+  }
+
+  // Takes over `state` (a rollback's, or what rank 0 sent a grown group) on this rank's current
+  // group: weights, sampler, generator, losses, and the optimizer made anew, which is collective
+  // on the group (it checks the layouts and broadcasts the same weights).
+  void adopt(TrainState& state) {
     std::copy(state.params.begin(), state.params.end(), model_.params());
     seed_ = state.seed;
-    global_batch_ = state.global_batch;
     sampler_ = DistributedSampler(train_windows_.count(), seed_, rank_, ranks_, global_batch_, true);
     sampler_.set_position(state.sampler);
     rng_.set_state(state.rng);
     train_losses_ = std::move(state.train_losses);
     validation_losses_ = std::move(state.validation_losses);
     AdamState adam{state.adam_steps, std::move(state.adam_m), std::move(state.adam_v)};
-    // Collective on the grown group: checks the layouts and broadcasts (the same) weights.
     optimizer_ = make_data_parallel_optimizer(opt_, group_, model_, adam.m.empty() ? nullptr : &adam);
-    memory_.clear();
-    remember(state.step);
-    current_step_ = state.step;
-    checked_boundary_ = state.step;  // this boundary's check is done, on members and joiners alike
-    return state.step;
   }
 
   // The state after `step` completed steps, as a checkpoint holds it.
