@@ -108,6 +108,43 @@ TEST(KolorunFailure, ElasticReplaceStartsTheLostRankAgainToJoin) {
   for (int r : {0, 2}) EXPECT_FALSE(std::ifstream(dir.path() + "/" + std::to_string(r) + ".joined")) << "rank " << r;
 }
 
+// The same across "hosts" (a launch agent that runs the command here with nothing of kolorun's
+// environment, as ssh would: `env -i`, naming the host in a variable): with --store-addr kolorun serves the store, every rank is told where, and the
+// replacement's agent command carries KOLO_JOIN=1 among its variables.
+TEST(KolorunFailure, ElasticReplaceAcrossHostsJoinsThroughTheStoreKolorunServes) {
+  TempDir dir;
+  std::vector<std::string> args = {"--elastic", "--replace", "1", "--store-addr", "127.0.0.1", "--hosts", "a:2,b:1",
+                                   "--launch-agent", "env -i KOLO_TEST_HOST={host}", probe_path("KOLO_PROBE_WORKER"),
+                                   dir.path(), "--kill-rank", "2", "--signal", std::to_string(SIGKILL), "--sleep", "1.5"};
+  ProcessResult result = run_kolorun(args, {{"KOLO_LAUNCH_GRACE", "0.2"}});
+  EXPECT_EQ(result.exit_code(), 0) << result.err;
+  std::ifstream joined(dir.path() + "/2.joined");
+  std::string pid;
+  ASSERT_TRUE(std::getline(joined, pid)) << "no replacement of rank 2 ran with KOLO_JOIN=1\n" << result.err;
+  std::string first_store;
+  for (int r : {0, 1, 2}) {
+    std::ifstream store(dir.path() + "/" + std::to_string(r) + ".store");
+    std::string addr;
+    ASSERT_TRUE(std::getline(store, addr)) << "rank " << r << " got no KOLO_STORE_ADDR\n" << result.err;
+    EXPECT_EQ(addr.rfind("127.0.0.1:", 0), 0u) << "rank " << r << ": " << addr;
+    if (r == 0) first_store = addr;
+    EXPECT_EQ(addr, first_store) << "rank " << r;
+  }
+  for (int r : {0, 1}) EXPECT_FALSE(std::ifstream(dir.path() + "/" + std::to_string(r) + ".joined")) << "rank " << r;
+  EXPECT_EQ(result.err.find("rank 0 serves the store"), std::string::npos) << result.err;
+}
+
+// Without --store-addr, --elastic across hosts says that rank 0's loss ends every shrink.
+TEST(KolorunFailure, ElasticAcrossHostsWithoutStoreAddrSaysRankZeroServesTheStore) {
+  TempDir dir;
+  std::vector<std::string> args = {"--elastic", "--hosts", "a:1,b:1", "--launch-agent", "env KOLO_TEST_HOST={host}",
+                                   probe_path("KOLO_PROBE_WORKER"), dir.path(), "--sleep", "0"};
+  ProcessResult result = run_kolorun(args, {});
+  EXPECT_EQ(result.exit_code(), 0) << result.err;
+  EXPECT_NE(result.err.find("--elastic with --hosts: rank 0 serves the store"), std::string::npos) << result.err;
+  EXPECT_FALSE(std::ifstream(dir.path() + "/0.store")) << "rank 0 was given a store kolorun does not serve";
+}
+
 // --elastic still fails the job when a rank exits non-zero, without stopping the others.
 TEST(KolorunFailure, ElasticFailsOnANonZeroExitWithoutStoppingTheOthers) {
   TempDir dir;

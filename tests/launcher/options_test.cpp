@@ -72,6 +72,11 @@ TEST(KolorunOptions, XWithoutValueCopiesKolorunsOwnValue) {
 TEST(KolorunOptions, ReplaceCountsReplacementsAndNeedsElastic) {
   EXPECT_EQ(parse({"-n", "4", "--elastic", "--replace", "2", "p"}).replace, 2);
   EXPECT_EQ(parse({"-n", "4", "--elastic", "p"}).replace, 0);
+  // Across hosts only with a store kolorun serves (--store-addr): rank 0's would die with it.
+  const LaunchOptions o = parse({"--elastic", "--hosts", "a:2", "--store-addr", "10.0.0.1", "--replace", "1", "p"});
+  EXPECT_EQ(o.replace, 1);
+  EXPECT_EQ(o.store_addr, "10.0.0.1");
+  EXPECT_EQ(parse({"-n", "2", "p"}).store_addr, "");
 }
 
 TEST(KolorunOptions, RejectsBadInput) {
@@ -98,6 +103,7 @@ TEST(KolorunOptions, RejectsBadInput) {
       {"-n", "2", "--elastic", "--replace", "x", "p"},
       {"--elastic", "--hosts", "a:2", "--replace", "1", "p"},  // the store would be rank 0's
       {"-n", "2", "-x", "KOLO_JOIN=1", "p"},      // kolorun sets it for replacements only
+      {"-n", "2", "--store-addr", "", "p"},       // an address or nothing
   };
   for (const auto& args : bad) {
     std::string joined;

@@ -7,7 +7,7 @@
 // rank then exits with C (or raises S); every other rank sleeps up to SECONDS (default 20) and
 // exits 0. A recorded signal ends the rank with 128+signal, except SIGTERM under --ignore-term.
 // A replacement (KOLO_JOIN=1, kolorun --replace) writes DIR/RANK.joined (its pid) and behaves as
-// a rank that neither fails nor is killed.
+// a rank that neither fails nor is killed. A rank given KOLO_STORE_ADDR writes it to DIR/RANK.store.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
     sigemptyset(&action.sa_mask);
     ::sigaction(sig, &action, nullptr);
   }
+  if (const char* store = std::getenv("KOLO_STORE_ADDR")) write_file(base + ".store", store);
   write_file(base + ".ready", "");
 
   const char* join = std::getenv("KOLO_JOIN");

@@ -30,6 +30,7 @@ done
 NET="$HERE/netns-hosts.sh"
 KOLORUN="$BUILD/tools/kolorun/kolorun"
 PERF="$BUILD/bench/perf/kolo-perf"
+WORKER="$BUILD/tests/collectives/kolo-test-worker"
 TORCH_PY=/usr/bin/python3
 export KOLO_SECRET=multihost-test-secret  # one job secret for ranks started by hand
 export KOLO_DEBUG=WARN
@@ -106,6 +107,27 @@ test_KolorunHostsShmInsideTcpAcross() {
   [ "$shm" -eq 4 ] || fail "expected every rank to reach its one host-mate by shm, saw $shm ranks do so"
   [ "$tcp" -eq 4 ] || fail "expected every rank to reach the 2 ranks of the other host by tcp, saw $tcp ranks do so"
   note "shm inside a host: $shm ranks, tcp across hosts: $tcp ranks"
+}
+
+# kolorun --elastic -H with --store-addr: kolorun serves the store from h0's address (it runs on
+# h0, beside rank 0), so when rank 0 kills itself mid-run the three others, on both hosts, still
+# agree through it, shrink (shm inside h1, tcp across) and check every element. Without
+# --store-addr rank 0 would serve the store and take it down with it.
+test_ElasticShrinkAcrossHostsThroughKolorunsStore() {
+  [ -x "$WORKER" ] || { fail "missing $WORKER (build first)"; return 0; }
+  "$NET" up --hosts 2 || return 1
+  local addr
+  addr=$("$NET" addr h0)
+  in_host 0 timeout 90 "$KOLORUN" --elastic --hosts kolo-h0:2,kolo-h1:2 --store-addr "$addr" \
+    --launch-agent 'ip netns exec {host}' -t -x KOLO_SOCKET_IFNAME=eth -x KOLO_TIMEOUT=10 -x KOLO_SPIN_US=0 \
+    "$WORKER" shrink kill 0 7 5 > "$WORK/out" 2>&1
+  local rc=$? r
+  [ $rc -eq 0 ] || { tail -20 "$WORK/out"; fail "kolorun exited with $rc"; return 0; }
+  for r in 1 2 3; do
+    grep -q "rank $((r - 1)) of 3 (was $r)" "$WORK/out" || fail "rank $r did not report its place in the shrunk group"
+  done
+  grep -q "rank 0 serves the store" "$WORK/out" && fail "kolorun left the store to rank 0"
+  note "$(grep -m1 -o 'shrunk: generation 1 rank 0 of 3.*' "$WORK/out")"
 }
 
 # kolorun -H over four hosts, allreduce and allgather checked element by element.
@@ -340,6 +362,7 @@ echo "[==========] Multihost ($([ $LONG -eq 1 ] && echo long || echo short) mode
 "$NET" down
 run_test KolorunHostsShmInsideTcpAcross
 run_test KolorunFourHosts
+run_test ElasticShrinkAcrossHostsThroughKolorunsStore
 run_test HierarchicalFourHostsOfTwo
 run_test Mpirun
 run_test TorchrunMultiNode

@@ -62,15 +62,21 @@ int JobSupervisor::run() {
 
 void JobSupervisor::start_ranks() {
   JobIdentity identity = make_job_identity(options_);
-  if (options_.hosts.empty()) {
+  // kolorun hosts the store for a job on this host, and with --hosts where --store-addr names an
+  // address of this machine the hosts reach; otherwise rank 0 serves it, and dies with it.
+  if (options_.hosts.empty() || !options_.store_addr.empty()) {
     try {
-      store_ = host_store("127.0.0.1", store_secret(options_, identity.secret));
+      store_ = host_store(options_.store_addr.empty() ? "127.0.0.1" : options_.store_addr,
+                          store_secret(options_, identity.secret));
     } catch (const Error& e) {
       note(e.what());
       set_exit_code(1);
       return;
     }
     identity.store_addr = store_.address;
+  } else if (options_.elastic) {
+    note("--elastic with --hosts: rank 0 serves the store, so the others cannot shrink past its loss "
+         "(--store-addr has kolorun serve it)");
   }
   const std::vector<std::string> base_env = current_environment();
 
@@ -100,6 +106,14 @@ void JobSupervisor::start_ranks() {
     if (options_.replace > 0) {
       launches_.push_back(launch);
       launches_.back().stdin_fd = -1;  // the /dev/null below is closed by then: a replacement opens its own
+      // On another host the agent's command carries the variables (start_replacements sets
+      // KOLO_JOIN in the environment of a rank started here).
+      if (!options_.hosts.empty()) {
+        std::vector<std::string> variables = launch_variables(options_, identity, r);
+        variables.emplace_back("KOLO_JOIN=1");
+        launches_.back().argv = remote_command(options_.launch_agent, place_rank(options_.hosts, r).host, variables,
+                                               options_.program);
+      }
     }
     SpawnedRank spawned;
     try {

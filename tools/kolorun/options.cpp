@@ -77,12 +77,13 @@ std::pair<std::string, std::string> parse_extra_env(const std::string& spec) {
 // repeated, the program and its arguments); the checks and conversions above then run in
 // parse_launch_options, so that every message is kolorun's.
 struct RawOptions {
-  std::string nproc, timeout, master_addr, master_port, hosts, launch_agent, bind, replace;
+  std::string nproc, timeout, master_addr, master_port, hosts, launch_agent, bind, replace, store_addr;
   std::vector<std::string> extra_env;
   bool tag_output = false, elastic = false, help = false, version = false;
   // Set when the option was given.
   CLI::Option *nproc_opt = nullptr, *timeout_opt = nullptr, *master_addr_opt = nullptr, *master_port_opt = nullptr,
-              *hosts_opt = nullptr, *launch_agent_opt = nullptr, *bind_opt = nullptr, *replace_opt = nullptr;
+              *hosts_opt = nullptr, *launch_agent_opt = nullptr, *bind_opt = nullptr, *replace_opt = nullptr,
+              *store_addr_opt = nullptr;
 };
 
 const char* const kUsage =
@@ -113,7 +114,7 @@ void define_options(CLI::App& app, RawOptions& raw) {
                                    "start a replacement with its command line, environment and\n"
                                    "KOLO_JOIN=1 (it joins the survivors' group: ProcessGroup::join),\n"
                                    "at most N over the job (default 0: none; needs the store\n"
-                                   "kolorun hosts, so not with --hosts)")
+                                   "kolorun hosts: with --hosts, give --store-addr)")
                        ->type_name("N");
   raw.timeout_opt = app.add_option("--timeout", raw.timeout, "stop the whole job and fail if it runs longer")
                         ->type_name("SECONDS");
@@ -126,6 +127,12 @@ void define_options(CLI::App& app, RawOptions& raw) {
                                  "1); ranks fill the hosts in order, -n is their total slots,\n"
                                  "GROUP_RANK the host's index, MASTER_ADDR the first host")
                       ->type_name("LIST");
+  raw.store_addr_opt = app.add_option("--store-addr", raw.store_addr,
+                                      "host the ranks' store at ADDR, an address of this machine\n"
+                                      "that every host reaches, so that with --hosts too it\n"
+                                      "outlives every rank (--elastic, --replace); default\n"
+                                      "127.0.0.1 for a job on this host, rank 0 with --hosts")
+                           ->type_name("ADDR");
   raw.launch_agent_opt = app.add_option("--launch-agent", raw.launch_agent,
                                         "how to start a rank on a host (default \"ssh -o BatchMode=yes\");\n"
                                         "{host} is replaced by the host, else it is appended. The\n"
@@ -149,9 +156,9 @@ void define_options(CLI::App& app, RawOptions& raw) {
       "  --                        end of kolorun options: what follows is the program and its\n"
       "                            arguments, even if it starts with '-'\n"
       "\n"
-      "For a job on this host kolorun hosts the ranks' store (KOLO_STORE_ADDR), so it\n"
-      "outlives every rank. When a rank fails (without --elastic), the others get\n"
-      "KOLO_LAUNCH_GRACE seconds (default 5) to exit on\n"
+      "For a job on this host (or with --store-addr) kolorun hosts the ranks' store\n"
+      "(KOLO_STORE_ADDR), so it outlives every rank. When a rank fails (without\n"
+      "--elastic), the others get KOLO_LAUNCH_GRACE seconds (default 5) to exit on\n"
       "their own, then SIGTERM, then SIGKILL after another grace period. kolorun exits with\n"
       "the first failing rank's status (128+signal if it was killed), 124 on --timeout,\n"
       "127 if the program cannot be found. SIGINT, SIGTERM, SIGHUP and SIGQUIT are\n"
@@ -240,6 +247,10 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     agent_words(options.launch_agent, "h");  // rejects an empty agent now, not per rank
   }
   if (raw.bind_opt->count() > 0) options.bind = parse_bind_mode(raw.bind);
+  if (raw.store_addr_opt->count() > 0) {
+    options.store_addr = raw.store_addr;
+    if (options.store_addr.empty()) throw InvalidArgument("--store-addr needs a non-empty value");
+  }
   if (raw.replace_opt->count() > 0) options.replace = parse_int_in_range("--replace", raw.replace, 0, kMaxProcesses);
   for (const std::string& spec : raw.extra_env) options.extra_env.push_back(parse_extra_env(spec));
 
@@ -259,8 +270,8 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   if (!have_nproc) throw InvalidArgument("-n/--nproc is required (or --hosts)");
   if (options.replace > 0 && !options.elastic)
     throw InvalidArgument("--replace needs --elastic (without it a lost rank stops the job)");
-  if (options.replace > 0 && !options.hosts.empty())
-    throw InvalidArgument("--replace needs the store kolorun hosts for a job on this host; with --hosts rank 0 hosts it");
+  if (options.replace > 0 && !options.hosts.empty() && options.store_addr.empty())
+    throw InvalidArgument("--replace needs the store kolorun hosts; with --hosts rank 0 hosts it unless --store-addr says where kolorun should");
   if (options.program.empty()) throw InvalidArgument("no program to run");
   return options;
 }

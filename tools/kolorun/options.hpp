@@ -34,6 +34,9 @@ struct LaunchOptions {
   // is started through launch_agent.
   std::vector<HostSlots> hosts;
   std::string launch_agent = "ssh -o BatchMode=yes";
+  // --store-addr: the address kolorun hosts the ranks' store on (an address of this machine that
+  // every host reaches). Empty: 127.0.0.1 for a job on this host; with --hosts, rank 0 serves it.
+  std::string store_addr;
   BindMode bind = BindMode::automatic;  // --bind-to (cpu_binding.hpp)
   // The CPU each rank is bound to (plan_binding, filled by main from `bind`); empty: unbound.
   std::vector<int> rank_cpus;
