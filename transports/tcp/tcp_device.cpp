@@ -57,7 +57,7 @@ TcpDevice::~TcpDevice() {
     for (auto* p : open) fds.push_back(pollfd{p->fd(), POLLIN, 0});
     fds.push_back(pollfd{epfd_.get(), POLLIN, 0});
     ::poll(fds.data(), fds.size(), late ? 5 : 20);
-    std::erase_if(open, [](TcpPair* p) { return p->discard_until_eof(); });
+    std::erase_if(open, [](TcpPair* p) { return p->linger_done(); });
     if (late) {
       // The epoll set's readiness is consumed here, or on_demand_ would never hear of new hellos.
       epoll_event evs[64];

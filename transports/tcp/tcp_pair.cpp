@@ -432,6 +432,10 @@ void TcpPair::begin_resync(const Tag& mine, const Tag& expect) {
   marker_sent_ = 0;
   expect_ = expect;
   marker_got_ = false;
+  drop_partial_frame();
+}
+
+void TcpPair::drop_partial_frame() {
   // What the reader was in the middle of belongs to the old group: drop the rest of it whole.
   if (rstate_ == ReadState::payload || rstate_ == ReadState::abort_reason) {
     rstate_ = left_ > 0 ? ReadState::discard : ReadState::header;
@@ -478,26 +482,29 @@ bool TcpPair::resync_step() {
       throw Error("send: " + errno_text(errno));
     }
   }
-  while (!marker_got_) {
+  while (!marker_got_ && drop_until(FrameKind::resync)) {
+    Tag got;
+    std::memcpy(got.w, cur_.tag, sizeof got.w);
+    if (!(got == expect_) || cur_.bytes != 0) throw Error("its hand-over marker names another group (a different shrink or grow?)");
+    marker_got_ = true;
+  }
+  return marker_got_ && marker_sent_ == sizeof marker_;
+}
+
+bool TcpPair::drop_until(FrameKind kind) {
+  for (;;) {
     if (rstate_ == ReadState::header) {
       const size_t take = std::min(in_end_ - in_pos_, sizeof(FrameHeader) - hdr_got_);
       std::memcpy(reinterpret_cast<char*>(&cur_) + hdr_got_, inbuf_.get() + in_pos_, take);
       in_pos_ += take;
       hdr_got_ += take;
       if (hdr_got_ < sizeof(FrameHeader)) {
-        if (resync_recv() == 0) break;
+        if (resync_recv() == 0) return false;
         continue;
       }
       hdr_got_ = 0;
+      if (cur_.kind == kind) return true;
       switch (cur_.kind) {
-        case FrameKind::resync: {
-          Tag got;
-          std::memcpy(got.w, cur_.tag, sizeof got.w);
-          if (!(got == expect_) || cur_.bytes != 0)
-            throw Error("its hand-over marker names another group (a different shrink or grow?)");
-          marker_got_ = true;
-          break;
-        }
         case FrameKind::data:
         case FrameKind::abort:
           left_ = cur_.bytes;
@@ -506,7 +513,7 @@ bool TcpPair::resync_step() {
         case FrameKind::bye:
           break;
         default:
-          throw Error("corrupt frame (kind " + std::to_string(static_cast<uint32_t>(cur_.kind)) + ") before its hand-over marker");
+          throw Error("corrupt frame (kind " + std::to_string(static_cast<uint32_t>(cur_.kind)) + ")");
       }
       continue;
     }
@@ -518,9 +525,25 @@ bool TcpPair::resync_step() {
       rstate_ = ReadState::header;
       continue;
     }
-    if (resync_recv() == 0) break;
+    if (resync_recv() == 0) return false;
   }
-  return marker_got_ && marker_sent_ == sizeof marker_;
+}
+
+bool TcpPair::linger_done() {
+  if (!notice_after_handshake_.empty() && !finish_abort_notice()) return false;
+  // A stream whose frames this side can no longer follow: wait for its end, as before.
+  if (tls_ || eof_ || !failure_keeps_connection()) return discard_until_eof();
+  // The peer's abort notice came: it sends nothing after it.
+  if (failure_ == Failure::peer_aborted) {
+    (void)discard_until_eof();
+    return true;
+  }
+  try {
+    drop_partial_frame();
+    return drop_until(FrameKind::abort);  // its notice: it has stopped sending
+  } catch (const Error&) {
+    return true;  // the end of its stream
+  }
 }
 
 void TcpPair::finish_resync(int peer, transport::FailureSink* sink) {

@@ -49,6 +49,11 @@ class TcpPair final : public transport::PairBase {
   void finish_resync(int peer, transport::FailureSink* sink);
   // Closes this side for writing, once (the destructor's linger: see TcpDevice::~TcpDevice).
   void shut_write();
+  // The destructor's linger after a failure: reads and drops what the peer still sends; true
+  // once the peer will send nothing more (its end of stream, or its abort notice where this
+  // side can still follow the frames: a peer that aborted stops sending, so closing then
+  // cannot reset a connection whose last bytes, our notice, it has not read).
+  bool linger_done();
 
   // Orderly close support.
   void queue_bye();
@@ -119,6 +124,10 @@ class TcpPair final : public transport::PairBase {
   transport::Tag expect_;
   bool marker_got_ = false;
   size_t resync_recv();  // reads into the read-ahead buffer; throws on end of stream
+  void drop_partial_frame();  // the reader's message in progress becomes bytes to drop
+  // Reads and drops whole frames until a header of `kind` (left in cur_): true; false when
+  // nothing more is there now. Throws on end of stream or a corrupt frame.
+  bool drop_until(FrameKind kind);
 };
 
 }  // namespace kolo::tcp
