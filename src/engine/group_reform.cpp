@@ -84,6 +84,7 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
   // group keeps the others, failed, until it goes. A subgroup that shares its parent's
   // connections does not own them to give away: it connects anew.
   std::unique_ptr<ProcessGroup::Impl> next;
+  const auto connect_start = Clock::now();
   auto connect = [&](const engine::Reuse* reuse) {
     next = connect_impl(impl.store, impl.root_prefix + suffix, impl.root_name + suffix, new_rank,
                         static_cast<int>(members.size()), impl.timeout, &impl.secret, "", impl.transport, timeout, reuse);
@@ -112,7 +113,9 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
   }
   KOLO_LOG(info, "group " << impl.name << ": rank " << impl.rank << " is rank " << new_rank << " of "
                           << members.size() << " in generation " << generation << " (" << impl.root_name << suffix
-                          << "), keeping " << next->carried << " of its connections");
+                          << "), keeping " << next->carried << " of its connections (connected in "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - connect_start).count()
+                          << " us)");
   return make_group(std::move(next));
 }
 
