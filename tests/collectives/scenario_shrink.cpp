@@ -10,6 +10,8 @@
 //             nullptr
 //     fresh   no shrink: join, one all-reduce, print when it was done (the restart a shrink
 //             saves, for the trials' ratio)
+//     twice   as request, then the shrunk group shrinks again without its last rank (generation
+//             2), checked the same way; prints "twice: generation 2 rank r of n; new sockets: N"
 //     inflight  no loop: traffic in flight both ways between the survivors (a large message
 //             that may be mid-transfer, one nobody receives, a receive nobody sends to), VICTIM
 //             SIGKILLs itself SEED % 3000 us after; then shrink({VICTIM}), and the checks below
@@ -196,7 +198,7 @@ void scenario_shrink(WorkerContext& ctx) {
     ctx.say("old group failed: " + error);
     sockets_before = sockets_held();
     next = world.shrink({victim}, opts);
-  } else if (mode == "request") {
+  } else if (mode == "request" || mode == "twice") {
     std::vector<int32_t> x(100, 1);
     for (int i = 0; i < 3; ++i) world.allreduce(Buffer(x.data(), x.size()))->wait();
     // In flight when shrink aborts the old group: a receive no rank will match. It must end with
@@ -265,6 +267,28 @@ void scenario_shrink(WorkerContext& ctx) {
           std::to_string(first_ns) + "; " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(first_done - failed_at).count()) +
           " ms after the failure");
+  if (mode == "twice") {
+    // The shrunk group shrinks again, without its last rank: the connections it kept from the
+    // first shrink are handed over once more.
+    const int last = next->size() - 1;
+    const int mid_rank = next->rank();
+    const auto before = sockets_held();
+    std::shared_ptr<ProcessGroup> third = next->shrink({last}, opts);
+    if (mid_rank == last) {
+      ctx.log.expect(third == nullptr, "the rank excluded the second time got nullptr");
+      ctx.say("excluded the second time");
+      ctx.group.reset();
+      return;
+    }
+    ctx.log.expect(third != nullptr && third->generation() == 2 && third->size() == last && third->rank() == mid_rank,
+                   "the second shrink gave generation 2 of " + std::to_string(last) + " ranks with this rank's place");
+    check_reformed_group(ctx, *third, "shrunk twice");
+    size_t opened2 = 0;
+    for (const auto& sock : sockets_held()) opened2 += before.count(sock) == 0 ? 1 : 0;
+    ctx.say("twice: generation 2 rank " + std::to_string(third->rank()) + " of " + std::to_string(third->size()) +
+            "; new sockets: " + std::to_string(opened2));
+    next = third;
+  }
   // The old group is aborted: drop it, and let main() shut the new one down.
   ctx.group = next;
 }

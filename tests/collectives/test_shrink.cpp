@@ -144,6 +144,23 @@ TEST(Shrink, SurvivorsKeepTheirConnections) {
   }
 }
 
+// A group made by a shrink shrinks again: the connections its members kept are handed over a
+// second time (no socket opened), and both generations compute exactly.
+TEST(Shrink, TwiceKeepsTheConnectionsAgain) {
+  for (const char* transport : {"tcp", "shm"}) {
+    Job job("twice", 1, transport);
+    ProcessWorld world(job.spec);
+    const WorldOutcome o = world.wait();
+    expect_shrunk(o, 1, 0);
+    for (int r : {0, 2}) {
+      const RankOutcome& x = o.ranks[static_cast<size_t>(r)];
+      EXPECT_TRUE(contains(x.out, "twice: generation 2 rank " + std::to_string(r == 0 ? 0 : 1) + " of 2; new sockets: 0"))
+          << transport << ": " << x.describe();
+    }
+    EXPECT_TRUE(contains(o.ranks[3].out, "excluded the second time")) << transport << ": " << o.ranks[3].describe();
+  }
+}
+
 TEST(Shrink, OnRequest) {
   Job job("request", 1, "tcp");
   ProcessWorld world(job.spec);
