@@ -278,8 +278,10 @@ void TcpDevice::abort(const std::string& reason) {
 }
 
 std::vector<int> TcpDevice::reusable_peers() const {
+  // Lazily too: a connection made on demand is in live_ on both ends once its hello is done
+  // (one still saying hello is offered by neither end, or by one only, and the engine keeps a
+  // connection only if both offer it); the new group makes the others on demand again.
   std::vector<int> out;
-  if (on_demand_) return out;  // lazily: which pairs exist differs by rank and moment; connect anew
   for (const TcpPair* p : live_)
     if (p->reusable()) out.push_back(p->peer());
   return out;

@@ -35,7 +35,7 @@ class TcpDevice final : public transport::Device {
   bool prepare_sleep() override { return poll_pairs(true); }
   int wait_fd() const override { return epfd_.get(); }
   void abort(const std::string& reason) override;
-  // Eager connections only (a device that connects on demand hands nothing over), not with TLS.
+  // Connections made eagerly or on demand, not with TLS (TcpPair::reusable).
   std::vector<int> reusable_peers() const override;
   std::unique_ptr<transport::Device> hand_over(const Handover& h) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
