@@ -68,6 +68,7 @@ void PairBase::fail_pending(Failure why, const std::string& detail) {
 bool PairBase::fail(Failure why, const std::string& detail) {
   if (failed_) return true;
   failed_ = true;
+  failure_ = why;
   on_fail();
   fail_pending(why, detail);
   if (sink_) sink_->peer_failed(peer_, why, detail);
@@ -78,12 +79,22 @@ void PairBase::abort(const std::string& reason) {
   // Even a pair that already failed (say, on a mismatched message) sends the notice: its peer
   // is probably alive and should learn why.
   fail_pending(Failure::aborted, reason);
+  if (!failed_) failure_ = Failure::aborted;
   failed_ = true;
   if (!abort_sent_ && !gone_ && !peer_failed_us_) {
     abort_sent_ = true;
     send_abort_notice(reason);
   }
   after_abort();
+}
+
+void PairBase::rearm(int peer, FailureSink* sink) {
+  sends_.clear();
+  recvs_.clear();
+  failure_ = Failure::none;
+  failed_ = closing_ = bye_received_ = gone_ = hung_up_ = peer_failed_us_ = abort_sent_ = peek_wanted_ = false;
+  peer_ = peer;
+  sink_ = sink;
 }
 
 }  // namespace kolo::transport

@@ -23,6 +23,16 @@ class PairBase : public Pair {
  public:
   int peer() const { return peer_; }
   bool failed() const { return failed_; }
+  // The pair's first failure (none while healthy; aborted when this process aborted first).
+  Failure failure() const { return failure_; }
+  // After an abort: whether the first failure left the connection whole, so that a hand-over
+  // may resynchronise it (the peer aborted or sent a message the receive did not expect, or this
+  // process aborted); a dead peer, a broken stream or an orderly goodbye leave nothing to reuse.
+  bool failure_keeps_connection() const {
+    return failed_ && !gone_ && !hung_up_ &&
+           (failure_ == Failure::aborted || failure_ == Failure::peer_aborted || failure_ == Failure::tag_mismatch ||
+            failure_ == Failure::size_mismatch);
+  }
   bool bye_received() const { return bye_received_; }
   // Orderly close has begun: messages that nobody will receive may be dropped from now on, so
   // that the peer's goodbye still gets through.
@@ -81,8 +91,15 @@ class PairBase : public Pair {
   virtual void fail_held(Failure /*why*/, const std::string& /*detail*/) {}
   // Best effort and non-blocking: tells the peer this process aborts, with `reason`.
   virtual void send_abort_notice(const std::string& reason) = 0;
-  // After an abort's notice: closes this side of the connection for writing.
+  // After an abort's notice: closes this side of the connection for writing where the notice
+  // could not go (the peer must learn of the abort somehow); otherwise the connection stays
+  // open for a hand-over (Device::hand_over).
   virtual void after_abort() {}
+
+  // A hand-over (Device::hand_over): the connection, resynchronised, serves a new group as
+  // `peer` (its rank there), reporting to `sink`. Clears the contract's state of the old group;
+  // the transport resets its own.
+  void rearm(int peer, FailureSink* sink);
 
   // The next incoming message carries (got, got_bytes): true if it matches the first receive.
   // Otherwise that receive fails with the mismatch (what arrived is kept in it, for the
@@ -98,6 +115,7 @@ class PairBase : public Pair {
   RingQueue<SendOp> sends_;  // not std::deque: no allocation per post (common/ring_queue.hpp)
   RingQueue<RecvOp> recvs_;
   bool failed_ = false;
+  Failure failure_ = Failure::none;
   bool closing_ = false;
   bool bye_received_ = false;
   bool gone_ = false;            // the peer said goodbye and left; nothing was pending

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transports/common/auth.hpp"
@@ -156,8 +157,31 @@ class Device {
   // changes (TCP's on-demand connect).
   virtual bool pairs_fixed() const { return false; }
   // Best effort, bounded: tells every peer this process aborts, with `reason`, and fails every
-  // pending request with Failure::aborted.
+  // pending request with Failure::aborted. The connections themselves stay open where they can
+  // still carry a whole frame (see hand_over); the peers learn of the abort from the notice.
   virtual void abort(const std::string& reason) = 0;
+
+  // Carrying connections over into a re-formed group (ProcessGroup::shrink): the default is that
+  // a transport cannot, and the new group connects anew. One that can says which of its pairs
+  // are still whole after this device's abort (reusable_peers: connected, not hung up, no frame
+  // of the old group cut off halfway), and hand_over then moves those to a new device of the
+  // same transport. Asked only once this device has aborted (abort() has run) and nothing else
+  // polls it; the engine hands over only pairs that both ends offered (through the store).
+  virtual std::vector<int> reusable_peers() const { return {}; }
+  // Moves the pairs of `keep` ({this device's peer, its rank in the new group}) to a new device
+  // for the group `boot` describes (its rank, size, failure sink, deadline; its prefix names
+  // the resynchronisation), after resynchronising with each peer: each side sends a marker that
+  // ends the old group's bytes on the connection, and drops everything the peer sent before the
+  // peer's marker (a message the old group was half-way through is dropped whole), so that the
+  // new group's first byte is the first byte after the markers. Both ends run it at the same
+  // time; bounded by boot.deadline. Throws (naming the peer) when a peer closes the connection
+  // or does not answer in time; the pairs not named in `keep` stay here, failed, and close with
+  // this device.
+  struct Handover {
+    Bootstrap boot;
+    std::vector<std::pair<int, int>> keep;
+  };
+  virtual std::unique_ptr<Device> hand_over(const Handover& /*h*/) { return nullptr; }
   // Orderly close: flushes, says goodbye to every peer and waits (until `deadline`) for their
   // goodbyes. Returns the peers that did not say goodbye in time.
   virtual std::vector<int> close(std::chrono::steady_clock::time_point deadline) = 0;

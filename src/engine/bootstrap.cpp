@@ -4,11 +4,13 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <algorithm>
 #include <optional>
 
 #include "common/log.hpp"
 #include "engine/host_identity.hpp"
 #include "engine/listen_address.hpp"
+#include "engine/shrink.hpp"
 #include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/setup_failure.hpp"
@@ -61,10 +63,44 @@ Secret agree_secret(Store& store, const std::string& prefix, int rank, const std
                   culprit);
 }
 
+// The peers (ranks of the new group) whose connections of `reuse->old` this rank can carry
+// over: a device's reusable_peers(), asked after the old group aborted. One device per
+// transport at most (the one that carries the lowest peer): a group re-formed before may hold
+// two of a transport (one handed over, one connected anew), and two hand-overs of a transport
+// in turn could wait on each other across ranks (A's first on B, B's first on C, C's first on
+// A); every rank handing over at most one device per transport, in registry order, sends all
+// its markers of a step before it waits for any. The other device's peers connect anew.
+static std::vector<int> reusable_peers(const Reuse& reuse, int rank, int size) {
+  std::map<std::string, std::pair<transport::Device*, std::vector<int>>> by_transport;
+  std::vector<int> out;
+  for (int p = 0; p < size; ++p) {
+    const int old = p == rank ? -1 : reuse.old_peer[static_cast<size_t>(p)];
+    transport::Device* d = old >= 0 ? reuse.old->device_of(old) : nullptr;
+    if (d == nullptr) continue;
+    auto it = by_transport.find(d->name());
+    if (it == by_transport.end()) it = by_transport.emplace(d->name(), std::make_pair(d, d->reusable_peers())).first;
+    const auto& [chosen, peers] = it->second;
+    if (chosen == d && std::find(peers.begin(), peers.end(), old) != peers.end()) out.push_back(p);
+  }
+  return out;
+}
+
+static std::string reuse_name(const Reuse* reuse) { return reuse ? reuse->old_prefix : std::string("(none)"); }
+
 Connected connect_group(Store& store, const std::string& prefix, int rank, int size, const Secret& secret,
-                        std::chrono::steady_clock::time_point deadline, const std::string& forced_transport) {
+                        std::chrono::steady_clock::time_point deadline, const std::string& forced_transport,
+                        const Reuse* reuse) {
   Connected out;
   out.ctx = std::make_unique<Context>(rank, size);
+  // The connections this rank offers to carry over, named by the group they served: written
+  // before its host identity, so a peer that has read the identity finds the offer, and by a
+  // rank whose old group has aborted (its pairs carry nothing of that group any more but what
+  // the hand-over's resynchronisation drops). A connection is kept only if both ends offer it.
+  std::vector<int> offered;
+  if (reuse) {
+    offered = reusable_peers(*reuse, rank, size);
+    store.set(prefix + "/reuse/" + std::to_string(rank), reuse->old_prefix + "\n" + encode_ranks(offered));
+  }
   // Who shares a host with whom.
   std::string me = host_identity();
   store.set(prefix + "/host/" + std::to_string(rank), me);
@@ -88,6 +124,14 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   if (mode != "eager" && mode != "lazy") throw InvalidArgument("KOLO_CONNECT='" + mode + "': expected eager or lazy");
   b.connect_lazily = mode == "lazy";
 
+  std::vector<bool> carried(static_cast<size_t>(size), false);
+  for (int p : offered) {
+    const std::string offer = store.get_string(prefix + "/reuse/" + std::to_string(p));
+    const auto nl = offer.find('\n');
+    if (nl == std::string::npos || offer.compare(0, nl, reuse->old_prefix) != 0) continue;
+    const auto theirs = decode_ranks(offer.substr(nl + 1));
+    carried[static_cast<size_t>(p)] = theirs && std::find(theirs->begin(), theirs->end(), rank) != theirs->end();
+  }
   // Pick a transport per peer: the forced one, else the highest-priority one that reaches it.
   const auto& transports = transport::all_transports();
   const transport::TransportInfo* forced = nullptr;
@@ -116,17 +160,51 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   }
   // Connect transport by transport in registry order, which every rank shares, so that no two
   // ranks wait on each other inside different transports.
+  // Within a transport, the connections carried over first (every rank that keeps one sends
+  // its marker before it waits for its peer's), then the new ones.
   for (const auto& t : transports) {
     auto it = by_transport.find(&t);
     if (it == by_transport.end()) continue;
+    std::vector<int> fresh;
+    std::map<transport::Device*, transport::Device::Handover> handovers;
+    for (int p : it->second) {
+      const int old = carried[static_cast<size_t>(p)] ? reuse->old_peer[static_cast<size_t>(p)] : -1;
+      transport::Device* d = old >= 0 ? reuse->old->device_of(old) : nullptr;
+      // Both ends chose this transport for each other, in the old group and now: the same
+      // rule on the same inputs.
+      if (d == nullptr || std::string(d->name()) != t.name) {
+        fresh.push_back(p);
+        continue;
+      }
+      transport::Device::Handover& h = handovers[d];
+      h.boot = b;
+      h.keep.emplace_back(old, p);
+    }
+    for (auto& [old_dev, h] : handovers) {
+      std::unique_ptr<transport::Device> dev;
+      try {
+        dev = old_dev->hand_over(h);
+        if (!dev) throw Error(std::string("transport ") + t.name + " offered connections it cannot hand over");
+      } catch (const std::exception& e) {
+        // Peers waiting for this rank's new connections give up at once, with this reason.
+        transport::publish_setup_failure(b, e.what());
+        throw;
+      }
+      std::vector<int> kept;
+      for (const auto& k : h.keep) kept.push_back(k.second);
+      out.ctx->add_device(std::move(dev), kept);
+      out.carried += static_cast<int>(kept.size());
+    }
+    if (fresh.empty()) continue;
     std::unique_ptr<transport::Device> dev;
     try {
-      dev = t.connect(b, it->second);
+      dev = t.connect(b, fresh);
     } catch (const std::exception& e) {
       rethrow_with_first_cause(b, e);
     }
-    out.ctx->add_device(std::move(dev), it->second);
-    KOLO_LOG(debug, "group " << prefix << ": " << t.name << " carries " << it->second.size() << " peer(s)");
+    out.ctx->add_device(std::move(dev), fresh);
+    KOLO_LOG(debug, "group " << prefix << ": " << t.name << " carries " << it->second.size() << " peer(s), "
+                             << it->second.size() - fresh.size() << " of them over connections kept from " << reuse_name(reuse));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/context.hpp"
 #include "kolo/store.hpp"
@@ -20,10 +21,23 @@ Secret agree_secret(Store& store, const std::string& prefix, int rank, const std
 struct Connected {
   std::unique_ptr<Context> ctx;
   std::vector<std::string> host_ids;
+  int carried = 0;  // connections kept from the group it replaces (Reuse)
 };
 
-// Collective over the group's ranks. `forced_transport` empty: automatic per peer.
+// What a re-formed group (ProcessGroup::shrink) may carry over from the group it replaces: the
+// connections of that group's Context, which has aborted, and which nothing else touches while
+// the new group connects (the caller holds the old executor's run lock).
+struct Reuse {
+  Context* old = nullptr;
+  std::string old_prefix;     // names those connections: both ends must offer the same group's
+  std::vector<int> old_peer;  // per rank of the new group: its peer number in `old`, -1 if none
+};
+
+// Collective over the group's ranks. `forced_transport` empty: automatic per peer. With `reuse`,
+// a peer whose connection both ends offer (the store says which) keeps it, handed over by its
+// device (transport::Device::hand_over, after a resynchronisation); the others connect anew.
 Connected connect_group(Store& store, const std::string& prefix, int rank, int size, const Secret& secret,
-                        std::chrono::steady_clock::time_point deadline, const std::string& forced_transport);
+                        std::chrono::steady_clock::time_point deadline, const std::string& forced_transport,
+                        const Reuse* reuse = nullptr);
 
 }  // namespace kolo::engine

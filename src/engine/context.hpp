@@ -41,6 +41,10 @@ class Context final : public transport::FailureSink {
     return pair_of_device(peer);
   }
   const char* transport_name(int peer) const;
+  // The device that carries `peer`'s messages (null: none), for a hand-over of its connection.
+  transport::Device* device_of(int peer) const {
+    return peer >= 0 && static_cast<size_t>(peer) < by_peer_.size() ? by_peer_[static_cast<size_t>(peer)] : nullptr;
+  }
   // Every peer is reached by a device whose pairs move small messages at once (send_now,
   // recv_now): the direct path may be tried. False with no peers.
   bool all_peers_move_now() const;

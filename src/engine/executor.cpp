@@ -140,6 +140,26 @@ void Executor::close_and_join() {
 
 bool Executor::failed() const { return failed_.load(); }
 
+void Executor::with_failed_connections(const std::function<void(Context&)>& fn) {
+  std::unique_lock<AsymmetricLock> run(run_mu_);
+  if (!ctx_->has_failure())
+    ctx_->peer_failed(group_.rank, transport::Failure::aborted,
+                      "kolo: rank " + std::to_string(group_.rank) + " of group " + group_.name + " aborted: re-forming it");
+  if (!failed_) {
+    // What the engine thread does when it finds the failure while idle (executor_thread.cpp).
+    try {
+      raise_failure("rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
+                        group_.name + ")",
+                    ctx_->failure());
+    } catch (const Error& e) {
+      group_error_ = std::current_exception();
+      group_error_text_ = e.what();
+      fail_group(e, group_);
+    }
+  }
+  fn(*ctx_);
+}
+
 std::string Executor::where(const Task& t) const {
   const GroupInfo& g = info(t);
   return describe_operation(t.args, t.stamp.seq) + " on rank " + std::to_string(g.rank) + " of " + std::to_string(g.size) +

@@ -23,6 +23,7 @@
 #pragma once
 #include <deque>
 #include <exception>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,12 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // Throws if a peer turned out to have failed or aborted during the goodbye.
   void close_and_join();
   bool failed() const;
+  // For re-forming the group (ProcessGroup::shrink handing its connections over): runs `fn` on
+  // the group's connections with the run lock held, so that no thread of this group touches them
+  // meanwhile (the engine thread of a failed group only sleeps and polls under that lock). First
+  // fails the group, aborting its connections, if no thread has yet turned the failure its
+  // Context recorded (request_abort) into the group's.
+  void with_failed_connections(const std::function<void(Context&)>& fn);
   // For ProcessGroup::shrink (any thread): the Context's first failure, and the culprit the
   // group's failure named (as the Context numbers its peers; -1 before it failed or if none).
   PeerFailure context_failure() const { return ctx_->failure(); }

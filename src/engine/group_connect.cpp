@@ -37,7 +37,7 @@ std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, c
                                                          const std::string& name, int rank, int size,
                                                          std::chrono::milliseconds timeout, const engine::Secret* secret,
                                                          const std::string& secret_text, const std::string& transport,
-                                                         std::chrono::milliseconds connect_timeout) {
+                                                         std::chrono::milliseconds connect_timeout, const engine::Reuse* reuse) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->store = store;
   impl->prefix = prefix;
@@ -52,7 +52,9 @@ std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, c
   impl->send_seq.assign(static_cast<size_t>(size), 0);
   impl->recv_seq.assign(static_cast<size_t>(size), 0);
   const auto connect_for = connect_timeout.count() > 0 ? connect_timeout : timeout;
-  auto connected = engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + connect_for, transport);
+  auto connected =
+      engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + connect_for, transport, reuse);
+  impl->carried = connected.carried;
   impl->host_ids = connected.host_ids;
   impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
                                                                    : algo::HostLayout::single_host(size);

@@ -81,6 +81,7 @@ struct ProcessGroup::Impl {
   // named "<root_name>/gen<G>"; a group made by create() or split() is its own root, generation 0.
   std::string root_prefix, root_name;
   int generation = 0;
+  int carried = 0;         // connections kept from the group this one replaced (shrink)
   int shrink_attempts = 0;  // under mu: a failed attempt (a member died while connecting) may be retried
   int shrunk_to = 0;        // under mu: the generation this group shrank to, 0 if none
   // Growing (grow.hpp): the joiners' queue lives under "<root_prefix>/join".
@@ -105,12 +106,13 @@ std::shared_ptr<ProcessGroup> make_group(std::unique_ptr<ProcessGroup::Impl> imp
 
 // A group with connections of its own: agrees the secret (unless given), connects every rank
 // under `prefix` in the store and starts its executor. `connect_timeout` (0: `timeout`) bounds
-// the connecting alone.
+// the connecting alone. `reuse`: connections of the group it replaces that it may keep.
 std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
                                                  const std::string& name, int rank, int size,
                                                  std::chrono::milliseconds timeout, const engine::Secret* secret,
                                                  const std::string& secret_text, const std::string& transport,
-                                                 std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(0));
+                                                 std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(0),
+                                                 const engine::Reuse* reuse = nullptr);
 
 // A subgroup that runs on `parent`'s connections and executor: no connection, no thread, no
 // store traffic (the blame board's keys are written only after a timeout).

@@ -78,10 +78,30 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
       engine::agree_survivors(*impl.store, req, [&] { impl.executor->request_abort(abort_reason); });
   const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), impl.rank) - members.begin());
   const std::string suffix = "/gen" + std::to_string(generation);
-  // A fresh bootstrap under the generation's prefix: the old connections are aborted (a
-  // transport that could hand over its survivors' pairs would save this; none does yet).
-  auto next = connect_impl(impl.store, impl.root_prefix + suffix, impl.root_name + suffix, new_rank,
-                           static_cast<int>(members.size()), impl.timeout, &impl.secret, "", impl.transport, timeout);
+  // A bootstrap under the generation's prefix that keeps the connections between members where
+  // their transport can hand them over (Device::hand_over: resynchronised, nothing of the old
+  // group crosses) and connects the rest. Only the members' connections are offered; the old
+  // group keeps the others, failed, until it goes. A subgroup that shares its parent's
+  // connections does not own them to give away: it connects anew.
+  std::unique_ptr<ProcessGroup::Impl> next;
+  const auto connect_start = Clock::now();
+  auto connect = [&](const engine::Reuse* reuse) {
+    next = connect_impl(impl.store, impl.root_prefix + suffix, impl.root_name + suffix, new_rank,
+                        static_cast<int>(members.size()), impl.timeout, &impl.secret, "", impl.transport, timeout, reuse);
+  };
+  if (impl.shared || config::get_int("KOLO_SHRINK_REUSE") == 0) {
+    connect(nullptr);
+  } else {
+    // Under the old executor's run lock, after its abort has run: nothing of the old group
+    // touches these connections while they change hands.
+    impl.executor->with_failed_connections([&](engine::Context& old) {
+      engine::Reuse reuse;
+      reuse.old = &old;
+      reuse.old_prefix = impl.prefix;
+      for (int m : members) reuse.old_peer.push_back(m);  // the Context numbers peers as the group does
+      connect(&reuse);
+    });
+  }
   next->root_prefix = impl.root_prefix;
   next->root_name = impl.root_name;
   next->generation = generation;
@@ -92,7 +112,10 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
     next->next_ticket = impl.next_ticket;
   }
   KOLO_LOG(info, "group " << impl.name << ": rank " << impl.rank << " is rank " << new_rank << " of "
-                          << members.size() << " in generation " << generation << " (" << impl.root_name << suffix << ")");
+                          << members.size() << " in generation " << generation << " (" << impl.root_name << suffix
+                          << "), keeping " << next->carried << " of its connections (connected in "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - connect_start).count()
+                          << " us)");
   return make_group(std::move(next));
 }
 

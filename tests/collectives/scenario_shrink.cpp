@@ -10,17 +10,30 @@
 //             nullptr
 //     fresh   no shrink: join, one all-reduce, print when it was done (the restart a shrink
 //             saves, for the trials' ratio)
+//     twice   as request, then the shrunk group shrinks again without its last rank (generation
+//             2), checked the same way; prints "twice: generation 2 rank r of n; new sockets: N"
+//     inflight  no loop: traffic in flight both ways between the survivors (a large message
+//             that may be mid-transfer, one nobody receives, a receive nobody sends to), VICTIM
+//             SIGKILLs itself SEED % 3000 us after; then shrink({VICTIM}), and the checks below
+//             plus point-to-point with the old messages' tags and sizes
 //     stop    the driver SIGSTOPs VICTIM: the others time out and shrink (whoever answers,
 //             within KOLO_SHRINK_TEST_MS) and go on; the driver wakes VICTIM after they are done:
 //             its shrink must refuse it (ExcludedError naming generation 1), which it prints
 // The survivors then check an all-reduce, broadcasts from the first and the last rank and an
 // all-gather on the shrunk group element by element, at two sizes, and print
 //   "shrunk: generation G rank r of n (was R); first collective done at <steady ns>; <ms> ms after the failure"
+// and, before that, "new sockets: N" (the sockets the shrink opened: 0 when every connection
+// between survivors was kept)
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <set>
+#include <thread>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,6 +78,92 @@ std::string loop_until_failure(WorkerContext& ctx, ProcessGroup& g, uint64_t see
 }
 
 
+// The sockets this process holds (their inodes, from /proc/self/fd), so that a survivor can tell
+// whether shrink opened new connections or kept its old ones.
+std::set<std::string> sockets_held() {
+  std::set<std::string> out;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char link[128];
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    if (std::strncmp(link, "socket:", 7) == 0) out.insert(link);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Mode "inflight": the old group dies with traffic in flight both ways on every survivor's
+// pairs: a 6 MiB message it sends to the next survivor (matched by a receive there, so it may
+// be mid-transfer), a 1 MiB one behind it that nobody receives (mid-transfer in the ring or the
+// socket), a 6 MiB receive from the previous survivor, and a receive from the next one that
+// nobody sends. The victim kills itself `delay_us` after the others have posted. Returns the
+// error that ended the old group's traffic.
+std::string traffic_until_victim_dies(WorkerContext& ctx, ProcessGroup& g, int victim, int delay_us) {
+  std::vector<int32_t> x(1000, 1);
+  g.allreduce(Buffer(x.data(), x.size()))->wait();  // everyone connected and here
+  const int n = g.size(), me = g.rank();
+  if (me == victim) {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    raise(SIGKILL);
+  }
+  auto step = [&](int r, int d) {
+    do r = (r + d + n) % n;
+    while (r == victim);
+    return r;
+  };
+  const int next = step(me, 1), prev = step(me, -1);
+  std::vector<int32_t> big_out((6 << 20) / 4, 0x0BAD0000 | me), stale_out((1 << 20) / 4, 0x5A5A5A5A), big_in((6 << 20) / 4, 0);
+  int32_t never[5] = {};
+  SendOptions s7, s5;
+  s7.tag = 7;
+  s5.tag = 5;
+  RecvOptions r7, r6;
+  r7.tag = 7;
+  r6.tag = 6;
+  std::vector<WorkPtr> works;
+  works.push_back(g.send(Buffer(big_out.data(), big_out.size()), next, s7));
+  works.push_back(g.send(Buffer(stale_out.data(), stale_out.size()), next, s5));
+  works.push_back(g.recv(Buffer(big_in.data(), big_in.size()), prev, r7));
+  works.push_back(g.recv(Buffer(never, 5), next, r6));
+  ctx.say("loop started");
+  std::string error;
+  for (auto& w : works) {
+    try {
+      w->wait();
+    } catch (const Error& e) {
+      if (error.empty()) error = e.what();
+    }
+  }
+  return error;
+}
+
+// On the shrunk group, point-to-point around the ring with the tags and sizes of the old
+// group's messages: each must carry this generation's pattern.
+void check_point_to_point(WorkerContext& ctx, ProcessGroup& g) {
+  const int n = g.size(), me = g.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  std::vector<int32_t> out5((1 << 20) / 4), in5(out5.size(), -1), out7((6 << 20) / 4), in7(out7.size(), -1);
+  for (size_t i = 0; i < out5.size(); ++i) out5[i] = static_cast<int32_t>(me * 1000003 + i);
+  for (size_t i = 0; i < out7.size(); ++i) out7[i] = static_cast<int32_t>(me * 7919 + 3 * i);
+  SendOptions s7, s5;
+  s7.tag = 7;
+  s5.tag = 5;
+  RecvOptions r7, r5;
+  r7.tag = 7;
+  r5.tag = 5;
+  std::vector<WorkPtr> works = {g.recv(Buffer(in7.data(), in7.size()), prev, r7), g.recv(Buffer(in5.data(), in5.size()), prev, r5),
+                                g.send(Buffer(out7.data(), out7.size()), next, s7), g.send(Buffer(out5.data(), out5.size()), next, s5)};
+  for (auto& w : works) w->wait();
+  size_t bad = 0;
+  for (size_t i = 0; i < in5.size(); ++i) bad += in5[i] != static_cast<int32_t>(prev * 1000003 + i);
+  for (size_t i = 0; i < in7.size(); ++i) bad += in7[i] != static_cast<int32_t>(prev * 7919 + 3 * i);
+  ctx.log.expect(bad == 0, "point-to-point on the shrunk group: " + std::to_string(bad) + " element(s) differ");
+}
+
 }  // namespace
 
 void scenario_shrink(WorkerContext& ctx) {
@@ -91,9 +190,27 @@ void scenario_shrink(WorkerContext& ctx) {
 
   std::shared_ptr<ProcessGroup> next;
   Clock::time_point failed_at;
-  if (mode == "request") {
+  std::set<std::string> sockets_before;
+  if (mode == "inflight") {
+    const std::string error = traffic_until_victim_dies(ctx, world, victim, static_cast<int>(seed % 3000));
+    failed_at = Clock::now();
+    if (error.empty()) throw Error("shrink: the traffic in flight completed although rank " + std::to_string(victim) + " died");
+    ctx.say("old group failed: " + error);
+    sockets_before = sockets_held();
+    next = world.shrink({victim}, opts);
+  } else if (mode == "request" || mode == "twice") {
     std::vector<int32_t> x(100, 1);
-    for (int i = 0; i < 3; ++i) world.allreduce(Buffer(x.data(), x.size()))->wait();
+    // A rank done with the last all-reduce may shrink (and so abort the group) while a peer still
+    // waits for that all-reduce's last message from a third rank: the peer then learns of the
+    // shrink from its error, and shrinks too.
+    for (int i = 0; i < 3; ++i) {
+      try {
+        world.allreduce(Buffer(x.data(), x.size()))->wait();
+      } catch (const Error& e) {
+        ctx.say(std::string("a peer shrank first: ") + e.what());
+        break;
+      }
+    }
     // In flight when shrink aborts the old group: a receive no rank will match. It must end with
     // an error, not hang (the driver's deadline would catch a hang).
     int32_t never = 0;
@@ -101,6 +218,7 @@ void scenario_shrink(WorkerContext& ctx) {
     ro.tag = 99;
     WorkPtr in_flight = world.recv(Buffer(&never, 1), (old_rank + 1) % world.size(), ro);
     failed_at = Clock::now();
+    sockets_before = sockets_held();
     next = world.shrink({victim}, opts);
     try {
       in_flight->wait();
@@ -134,8 +252,14 @@ void scenario_shrink(WorkerContext& ctx) {
       ctx.log.expect(false, "the stopped rank joined the shrunk group (rank " + std::to_string(next->rank()) + ")");
       return;
     }
+    sockets_before = sockets_held();
     next = mode == "named" ? world.shrink({victim}, opts) : world.shrink(opts);
   }
+  // Sockets the shrink opened (the old group, still held, keeps its own): none where every
+  // survivor's connection to every other was kept.
+  size_t opened = 0;
+  for (const auto& sock : sockets_held()) opened += sockets_before.count(sock) == 0 ? 1 : 0;
+  ctx.say("new sockets: " + std::to_string(opened));
   ctx.log.expect(next != nullptr, "a survivor got a group");
   const int want_rank = old_rank - (old_rank > victim ? 1 : 0);
   ctx.log.expect(next->size() == ctx.world - 1, "shrunk size " + std::to_string(next->size()));
@@ -147,11 +271,34 @@ void scenario_shrink(WorkerContext& ctx) {
   ctx.log.expect(first[0] == next->size(), "first all-reduce on the shrunk group: " + std::to_string(first[0]));
   const int64_t first_ns = now_ns();
   check_reformed_group(ctx, *next, "shrunk");
+  if (mode == "inflight") check_point_to_point(ctx, *next);
   ctx.say("shrunk: generation " + std::to_string(next->generation()) + " rank " + std::to_string(next->rank()) + " of " +
           std::to_string(next->size()) + " (was " + std::to_string(old_rank) + "); first collective done at " +
           std::to_string(first_ns) + "; " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(first_done - failed_at).count()) +
           " ms after the failure");
+  if (mode == "twice") {
+    // The shrunk group shrinks again, without its last rank: the connections it kept from the
+    // first shrink are handed over once more.
+    const int last = next->size() - 1;
+    const int mid_rank = next->rank();
+    const auto before = sockets_held();
+    std::shared_ptr<ProcessGroup> third = next->shrink({last}, opts);
+    if (mid_rank == last) {
+      ctx.log.expect(third == nullptr, "the rank excluded the second time got nullptr");
+      ctx.say("excluded the second time");
+      ctx.group.reset();
+      return;
+    }
+    ctx.log.expect(third != nullptr && third->generation() == 2 && third->size() == last && third->rank() == mid_rank,
+                   "the second shrink gave generation 2 of " + std::to_string(last) + " ranks with this rank's place");
+    check_reformed_group(ctx, *third, "shrunk twice");
+    size_t opened2 = 0;
+    for (const auto& sock : sockets_held()) opened2 += before.count(sock) == 0 ? 1 : 0;
+    ctx.say("twice: generation 2 rank " + std::to_string(third->rank()) + " of " + std::to_string(third->size()) +
+            "; new sockets: " + std::to_string(opened2));
+    next = third;
+  }
   // The old group is aborted: drop it, and let main() shut the new one down.
   ctx.group = next;
 }

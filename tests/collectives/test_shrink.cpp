@@ -2,7 +2,8 @@
 // included: the store lives in this driver, as kolorun hosts it, so it outlives every rank), the
 // survivors shrink (whoever answers, or naming the dead rank) and check collectives element by
 // element on the new group; the on-request form; a SIGSTOPped rank woken after the shrink is
-// refused with ExcludedError; and under kolorun --elastic, rank 0 dies and the others finish,
+// refused with ExcludedError; traffic in flight when the old group dies stays in it although the
+// survivors keep their connections (and they do keep them: no socket opened); and under kolorun --elastic, rank 0 dies and the others finish,
 // through the store kolorun hosts. Every launch is bounded (ProcessWorld's deadline).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -86,6 +87,80 @@ TEST(Shrink, KilledRankTcp) { kill_and_shrink("kill", 2, "tcp"); }
 TEST(Shrink, KilledRankZeroShm) { kill_and_shrink("kill", 0, "shm"); }
 TEST(Shrink, KilledRankNamedShm) { kill_and_shrink("named", 3, "shm"); }
 
+// The sockets a survivor's shrink opened ("new sockets: N", scenario_shrink.cpp).
+int new_sockets(const RankOutcome& r) {
+  std::smatch m;
+  return std::regex_search(r.out, m, std::regex("new sockets: ([0-9]+)")) ? std::stoi(m[1]) : -1;
+}
+
+// Traffic in flight both ways between the survivors when the victim dies (a 6 MiB message
+// perhaps mid-transfer, a 1 MiB one nobody receives, a receive nobody answers): the shrunk
+// group's collectives and point-to-point messages with the old ones' tags and sizes are checked
+// element by element, so a byte of the old group crossing a kept connection fails it. Over shm
+// every connection between survivors is kept (no new socket); over tcp one whose frame the
+// abort cut off is connected anew, the others kept.
+void inflight_and_shrink(const std::string& transport, int victim, uint64_t seed) {
+  Job job("inflight", victim, transport);
+  job.spec.args[3] = std::to_string(seed);
+  ProcessWorld world(job.spec);
+  const WorldOutcome o = world.wait();
+  expect_shrunk(o, victim, SIGKILL);
+  for (const RankOutcome& r : o.ranks) {
+    if (r.rank == victim) continue;
+    EXPECT_TRUE(contains(r.out, "old group failed: ")) << r.describe();
+    if (transport == "shm") EXPECT_EQ(new_sockets(r), 0) << r.describe();
+    else EXPECT_GE(new_sockets(r), 0) << r.describe();
+  }
+}
+
+TEST(Shrink, InFlightTrafficStaysInTheOldGroupShm) {
+  for (uint64_t seed : {0, 700, 2100}) inflight_and_shrink("shm", 1, seed);
+}
+TEST(Shrink, InFlightTrafficStaysInTheOldGroupTcp) {
+  for (uint64_t seed : {0, 700, 2100}) inflight_and_shrink("tcp", 2, seed);
+}
+
+// Proof that the survivors keep their connections: shrink({1}) of a healthy group (a receive
+// in flight) opens no socket over tcp or shm; with KOLO_SHRINK_REUSE=0 each survivor opens one
+// per other survivor (which is what the count would show if the connections were remade).
+void sockets_opened_by_shrink(const std::string& transport, const std::string& reuse, int want_min, int want_max) {
+  Job job("request", 1, transport);
+  job.spec.env["KOLO_SHRINK_REUSE"] = reuse;
+  ProcessWorld world(job.spec);
+  const WorldOutcome o = world.wait();
+  expect_shrunk(o, 1, 0);
+  for (const RankOutcome& r : o.ranks) {
+    if (r.rank == 1) continue;
+    const int n = new_sockets(r);
+    EXPECT_TRUE(n >= want_min && n <= want_max) << transport << ", KOLO_SHRINK_REUSE=" << reuse << ": " << n
+                                                << " new socket(s); " << r.describe();
+  }
+}
+
+TEST(Shrink, SurvivorsKeepTheirConnections) {
+  for (const char* transport : {"tcp", "shm"}) {
+    sockets_opened_by_shrink(transport, "1", 0, 0);
+    sockets_opened_by_shrink(transport, "0", 2, 100);
+  }
+}
+
+// A group made by a shrink shrinks again: the connections its members kept are handed over a
+// second time (no socket opened), and both generations compute exactly.
+TEST(Shrink, TwiceKeepsTheConnectionsAgain) {
+  for (const char* transport : {"tcp", "shm"}) {
+    Job job("twice", 1, transport);
+    ProcessWorld world(job.spec);
+    const WorldOutcome o = world.wait();
+    expect_shrunk(o, 1, 0);
+    for (int r : {0, 2}) {
+      const RankOutcome& x = o.ranks[static_cast<size_t>(r)];
+      EXPECT_TRUE(contains(x.out, "twice: generation 2 rank " + std::to_string(r == 0 ? 0 : 1) + " of 2; new sockets: 0"))
+          << transport << ": " << x.describe();
+    }
+    EXPECT_TRUE(contains(o.ranks[3].out, "excluded the second time")) << transport << ": " << o.ranks[3].describe();
+  }
+}
+
 TEST(Shrink, OnRequest) {
   Job job("request", 1, "tcp");
   ProcessWorld world(job.spec);
@@ -97,10 +172,11 @@ TEST(Shrink, OnRequest) {
 }
 
 // The stopped rank's peers time out (KOLO_TIMEOUT 2 s), shrink without it and finish; woken
-// only then, its own shrink must refuse it, not hang or join.
-TEST(Shrink, StoppedRankIsRefusedAfterWaking) {
+// only then, its own shrink must refuse it, not hang or join (over shm too: the survivors keep
+// their connections to each other, never theirs to it).
+void stopped_rank_is_refused(const std::string& transport) {
   const int victim = 1;
-  Job job("stop", victim, "tcp", "2");
+  Job job("stop", victim, transport, "2");
   job.spec.env["KOLO_SHRINK_TEST_MS"] = "3000";
   ProcessWorld world(job.spec);
   wait_started(world, 4);
@@ -113,6 +189,9 @@ TEST(Shrink, StoppedRankIsRefusedAfterWaking) {
   const RankOutcome& v = o.ranks[victim];
   EXPECT_TRUE(v.succeeded() && contains(v.out, "refused: ") && contains(v.out, "excluded from generation 1")) << v.describe();
 }
+
+TEST(Shrink, StoppedRankIsRefusedAfterWaking) { stopped_rank_is_refused("tcp"); }
+TEST(Shrink, StoppedRankIsRefusedAfterWakingShm) { stopped_rank_is_refused("shm"); }
 
 // kolorun hosts the store (no KOLO_STORE_ADDR from here): rank 0 kills itself before its 5th
 // collective, and with --elastic the other three shrink, check and exit 0, and so does kolorun.

@@ -208,13 +208,13 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     if (!seg.valid()) continue;  // left over from a killed process whose pid came back
     listener = listen_abstract(name);
     if (!listener.valid()) continue;
-    dev->own_ = std::move(seg);
+    *dev->own_ = std::move(seg);
     seg_name = "/" + name;
     sock_name = name;
   }
   if (!listener.valid()) throw Error("shm transport: no free shared-memory name starting with " + base);
   {
-    auto* hdr = new (dev->own_.base()) SegmentHeader{};
+    auto* hdr = new (dev->own_->base()) SegmentHeader{};
     hdr->magic = kSegmentMagic;
     hdr->version = kLayoutVersion;
     hdr->owner_rank = b.rank;
@@ -226,7 +226,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
   }
   std::vector<RingView> inbound(static_cast<size_t>(b.size));
   for (size_t i = 0; i < nrings; ++i) {
-    char* ring = dev->own_.base() + kSegmentHeaderBytes + i * ring_size;
+    char* ring = dev->own_->base() + kSegmentHeaderBytes + i * ring_size;
     auto* ctl = new (ring) RingControl{};  // the pages are zero: every counter and flag starts at 0
     ctl->sender_rank = peers[i];
     ctl->receiver_rank = b.rank;
@@ -262,7 +262,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     prefault(reinterpret_cast<char*>(outbound[static_cast<size_t>(peer)].ctl),
              ring_bytes(outbound[static_cast<size_t>(peer)].slot_bytes, outbound[static_cast<size_t>(peer)].nslots));
     peer_socket[static_cast<size_t>(peer)] = info.substr(nl + 1, nl2 - nl - 1);
-    dev->peers_.push_back(std::move(seg));
+    dev->peers_.push_back(std::make_shared<Segment>(std::move(seg)));
   }
 
   // 4. Control sockets. Connecting never waits for the peer to accept (the kernel queues it),
@@ -367,7 +367,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
   }
 
   // 5. Every peer sent its hello after mapping our segment: the name can go.
-  dev->own_.unlink();
+  dev->own_->unlink();
 
   // 6. Cross-memory attach, both ways.
   std::vector<pid_t> pids(static_cast<size_t>(b.size), -1);

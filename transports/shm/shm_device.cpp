@@ -13,6 +13,7 @@
 #include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/shm/shm_fence.hpp"
+#include "transports/common/setup_text.hpp"
 
 namespace kolo::shm {
 
@@ -133,6 +134,78 @@ void ShmDevice::disarm() {
   ssize_t ignored = ::write(nudge_.get(), &one, sizeof one);
   (void)ignored;
   armed_ = false;
+}
+
+void ShmDevice::adopt_pair(std::unique_ptr<ShmPair> p) {
+  const int peer = p->peer();
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u32 = static_cast<uint32_t>(peer);
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, p->fd(), &ev) != 0)
+    throw Error("shm transport: epoll_ctl: " + transport::errno_text(errno));
+  list_.push_back(p.get());
+  pairs_[static_cast<size_t>(peer)] = std::move(p);
+}
+
+std::vector<int> ShmDevice::reusable_peers() const {
+  std::vector<int> out;
+  for (const ShmPair* p : list_)
+    if (p->reusable()) out.push_back(p->peer());
+  return out;
+}
+
+std::unique_ptr<transport::Device> ShmDevice::hand_over(const Handover& h) {
+  std::unique_ptr<ShmDevice> dev(new ShmDevice(h.boot.size, h.boot.failures));
+  dev->own_ = own_;
+  dev->peers_ = peers_;
+  dev->waiter_membarrier_ = waiter_membarrier_;
+  const uint64_t token = transport::group_hash(h.boot.prefix);
+  struct Moving {
+    std::unique_ptr<ShmPair> pair;
+    int old_peer, peer;
+    bool done = false;
+  };
+  std::vector<Moving> moving;
+  for (const auto& [old_peer, peer] : h.keep) {
+    ShmPair* p = old_peer >= 0 && static_cast<size_t>(old_peer) < pairs_.size() ? pairs_[static_cast<size_t>(old_peer)].get() : nullptr;
+    if (p == nullptr || !p->reusable() || peer < 0 || peer >= h.boot.size)
+      throw Error("shm transport: the connection to rank " + std::to_string(old_peer) + " cannot be handed over");
+    // From here on the pair is the new group's: this device neither polls nor closes it (its
+    // socket left this device's epoll set when it aborted).
+    std::erase(list_, p);
+    Moving m{std::move(pairs_[static_cast<size_t>(old_peer)]), old_peer, peer};
+    m.pair->begin_resync(token, h.boot.rank, h.boot.size, peer);
+    moving.push_back(std::move(m));
+  }
+  auto who = [](const Moving& m) {
+    return "rank " + std::to_string(m.peer) + " (rank " + std::to_string(m.old_peer) + " of the group it leaves)";
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    const Moving* late = nullptr;
+    for (auto& m : moving) {
+      if (m.done) continue;
+      try {
+        m.done = m.pair->resync_step();
+      } catch (const Error& e) {
+        throw PeerError("shm transport: handing over the connection to " + who(m) + " failed: " + e.what(), m.peer);
+      }
+      if (m.done) continue;
+      if (!late) late = &m;
+      fds.push_back(pollfd{m.pair->fd(), static_cast<short>(POLLIN | (m.pair->resync_writing() ? POLLOUT : 0)), 0});
+    }
+    if (fds.empty()) break;
+    if (std::chrono::steady_clock::now() >= h.boot.deadline)
+      throw TimeoutError("shm transport: " + who(*late) + " did not answer the hand-over of its connection to rank " +
+                             std::to_string(h.boot.rank) + " before the timeout",
+                         late->peer);
+    ::poll(fds.data(), fds.size(), 10);
+  }
+  for (auto& m : moving) {
+    m.pair->finish_resync(dev.get(), m.peer, h.boot.failures);
+    dev->adopt_pair(std::move(m.pair));
+  }
+  return dev;
 }
 
 void ShmDevice::forget_socket(int fd) { ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr); }

@@ -41,6 +41,8 @@ class ShmDevice final : public transport::Device {
   bool moves_now() const override { return true; }
   bool pairs_fixed() const override { return true; }
   void abort(const std::string& reason) override;
+  std::vector<int> reusable_peers() const override;
+  std::unique_ptr<transport::Device> hand_over(const Handover& h) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
   // For pairs.
@@ -57,14 +59,16 @@ class ShmDevice final : public transport::Device {
                                std::vector<std::string>* peer_names);
   ShmDevice(int size, transport::FailureSink* sink);
   void add_pair(PairSetup s);  // makes the pair and watches its control socket
+  void adopt_pair(std::unique_ptr<ShmPair> p);  // a pair handed over (hand_over): watched as p->peer()
 
   bool progress_pairs();
   bool check_sockets();
   bool arm();
   void disarm();
 
-  Segment own_;                 // inbound rings
-  std::vector<Segment> peers_;  // the segments holding our outbound rings
+  // Shared with the devices this one hands pairs over to (hand_over): the rings live there.
+  std::shared_ptr<Segment> own_ = std::make_shared<Segment>();  // inbound rings
+  std::vector<std::shared_ptr<Segment>> peers_;                  // the segments holding our outbound rings
   std::vector<std::unique_ptr<ShmPair>> pairs_;  // by rank; null where not ours
   std::vector<ShmPair*> list_;                   // the non-null ones
   Fd epfd_, nudge_;

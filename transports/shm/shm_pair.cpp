@@ -12,6 +12,7 @@
 
 #include "common/log.hpp"
 #include "common/thread_fence.hpp"
+#include "kolo/error.hpp"
 
 #include "transports/shm/shm_device.hpp"
 
@@ -613,7 +614,7 @@ void ShmPair::send_abort_notice(const std::string& reason) {
   // Non-blocking; a full socket means the peer stopped reading, and it sees the shutdown.
   std::string rec(1, static_cast<char>(Control::abort));
   rec += reason.substr(0, kMaxAbortReason);
-  (void)::send(sock_.get(), rec.data(), rec.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  notice_whole_ = ::send(sock_.get(), rec.data(), rec.size(), MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(rec.size());
 }
 
 void ShmPair::after_abort() {
@@ -621,7 +622,82 @@ void ShmPair::after_abort() {
   out_.ctl->sender_aborted.store(1, std::memory_order_seq_cst);
   set_waiting(false);
   forget_socket();
-  ::shutdown(sock_.get(), SHUT_WR);
+  // The peer learns of the abort from the notice; one that could not go (a full socket) is told
+  // by the end of the stream instead, and the pair cannot be handed over. Otherwise the socket
+  // stays open for a hand-over (reusable()).
+  if (abort_sent_ && !notice_whole_) {
+    sock_shut_ = true;
+    ::shutdown(sock_.get(), SHUT_WR);
+  }
+}
+
+// ---- hand-over ----
+
+void ShmPair::begin_resync(uint64_t token, int rank, int size, int expect_rank) {
+  resync_ = Resync{};
+  resync_.kind = static_cast<char>(Control::resync);
+  resync_.token = token;
+  resync_.rank = rank;
+  resync_.size = size;
+  resync_.cut = next_out_;  // nothing more is published for the old group
+  resync_.described = described_count_;
+  resync_sent_ = resync_got_ = false;
+  resync_expect_ = expect_rank;
+  // Our described messages of the old group are failed and their buffers the user's again; the
+  // peer reads none of them any more (it aborted before the hand-over began), and the new
+  // group's must not look aborted.
+  out_.ctl->sender_aborted.store(0, std::memory_order_seq_cst);
+}
+
+bool ShmPair::resync_step() {
+  if (!resync_sent_) {
+    const ssize_t w = ::send(sock_.get(), &resync_, sizeof resync_, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w == static_cast<ssize_t>(sizeof resync_)) {
+      resync_sent_ = true;
+    } else if (!(w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+      throw Error(w < 0 && (errno == EPIPE || errno == ECONNRESET) ? "the connection closed (process died or was killed?)"
+                                                                   : "send: " + transport::errno_text(errno));
+    }
+  }
+  char buf[1 + kMaxAbortReason];
+  while (!resync_got_) {
+    const ssize_t n = ::recv(sock_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) throw Error(n == 0 || errno == ECONNRESET ? "the connection closed (process died or was killed?)"
+                                                          : "recv: " + transport::errno_text(errno));
+    const auto kind = static_cast<Control>(buf[0]);
+    if (kind == Control::doorbell || kind == Control::bye || kind == Control::abort) continue;  // the old group's
+    Resync r{};
+    if (kind != Control::resync || static_cast<size_t>(n) != sizeof r) throw Error("unexpected control record before its hand-over record");
+    std::memcpy(&r, buf, sizeof r);
+    if (r.token != resync_.token || r.rank != resync_expect_ || r.size != resync_.size)
+      throw Error("its hand-over record names another group (a different shrink or grow?)");
+    if (r.cut < next_in_ || r.cut - next_in_ > uint64_t(1) << 40 || r.described < remote_done_)
+      throw Error("its hand-over record is inconsistent with the ring");
+    // Every slot use before the cut is the old group's: skipped unread, and freed for the sender.
+    // Slot use k is published as k + 1, so a stale slot never looks like a new one.
+    next_in_ = r.cut;
+    in_.ctl->tail.store(next_in_, std::memory_order_release);
+    remote_done_ = r.described;
+    in_.ctl->cma_done.store(remote_done_, std::memory_order_release);
+    in_state_ = In::idle;
+    left_ = 0;
+    dst_ = nullptr;
+    resync_got_ = true;
+  }
+  return resync_sent_ && resync_got_;
+}
+
+void ShmPair::finish_resync(ShmDevice* dev, int peer, transport::FailureSink* sink) {
+  rearm(peer, sink);
+  dev_ = dev;
+  bye_sent_ = false;
+  notice_whole_ = false;
+  waiting_in_ = waiting_out_ = false;
+  in_epoll_ = true;  // the new device watches the socket
+  // The peer's new sends may already wait for the slots our cut freed.
+  notify_sender();
 }
 
 }  // namespace kolo::shm

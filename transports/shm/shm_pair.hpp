@@ -58,6 +58,20 @@ class ShmPair final : public transport::PairBase {
   bool recv_now(void* buf, size_t bytes, const transport::Tag& tag) override;
   size_t recv_now_max_bytes() const override { return in_.payload_bytes(); }
 
+  // Hand-over (ShmDevice::hand_over), as TcpPair's: reusable() after the abort when the control
+  // socket is still open both ways and the pair did not fail on a dead peer or a corrupt ring.
+  // begin_resync() readies our record (our next slot use is the cut: the peer skips every slot
+  // before it), resync_step() sends it and reads the socket until the peer's, which must carry
+  // `expect_rank`, `size` and `token` (true once both are done; throws Error when the peer
+  // closes or sends garbage), and applies the peer's cut to our inbound ring: the slots it
+  // published for the old group are skipped unread, counters continue, so nothing in the rings
+  // needs clearing. finish_resync() makes the pair a healthy one of `dev`'s group.
+  bool reusable() const { return failure_keeps_connection() && sock_.valid() && !sock_shut_; }
+  void begin_resync(uint64_t token, int rank, int size, int expect_rank);
+  bool resync_step();
+  bool resync_writing() const { return !resync_sent_; }
+  void finish_resync(ShmDevice* dev, int peer, transport::FailureSink* sink);
+
   // Orderly close.
   void try_send_bye();
   bool closed_cleanly() const { return bye_sent_ && bye_received_; }
@@ -146,6 +160,11 @@ class ShmPair final : public transport::PairBase {
   bool waiting_in_ = false, waiting_out_ = false;  // flags we set in shared memory
   bool bye_sent_ = false;
   bool in_epoll_ = true;
+  bool sock_shut_ = false;     // closed for writing (after an abort whose notice could not go)
+  bool notice_whole_ = false;  // the abort notice went out
+  Resync resync_{};            // begin_resync(): our record
+  bool resync_sent_ = true, resync_got_ = false;
+  int resync_expect_ = -1;
   // hung_up_ (PairBase): the socket ended, nothing more will be published.
 };
 

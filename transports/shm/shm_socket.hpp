@@ -49,8 +49,17 @@ struct Ready {
   uint32_t can_read_you;
 };
 
-// Control records after setup: one byte of kind, then for abort the reason.
-enum class Control : char { doorbell = 'D', bye = 'B', abort = 'A' };
+// Control records after setup: one byte of kind, then for abort the reason, for resync a
+// Resync (a hand-over to a new group, Device::hand_over: it ends the old group's records).
+enum class Control : char { doorbell = 'D', bye = 'B', abort = 'A', resync = 'R' };
+struct Resync {
+  char kind;           // Control::resync
+  char pad[7];
+  uint64_t token;      // hash of the new group's prefix
+  int32_t rank, size;  // the sender's rank in the new group, and its size
+  uint64_t cut;        // the sender's next slot use: every earlier one is the old group's
+  uint64_t described;  // the sender's large messages described so far (the cma_done count)
+};
 constexpr size_t kMaxAbortReason = 4096;
 
 // Listens on the abstract name; an invalid Fd if the name is taken.

@@ -29,9 +29,14 @@ TcpDevice::TcpDevice(int size, transport::FailureSink* sink) : pairs_(static_cas
 TcpDevice::~TcpDevice() {
   // After a failure, linger briefly: drop what peers still send until they close, so our close
   // sends FIN rather than RST and they can read our abort notice (bounded: 1 s in all).
+  // An abort leaves whole connections open for a hand-over (TcpPair::after_abort): close them
+  // for writing now, so that the peers' lingers below end too.
   std::vector<TcpPair*> open;
   for (auto* p : live_)
-    if (p->failed()) open.push_back(p);
+    if (p->failed()) {
+      p->shut_write();
+      open.push_back(p);
+    }
   // Lazily, a peer waiting on this rank may not be connected yet: its receive dials after
   // OnDemand::kReceiveDialDelay. Answer such dials for a while so that it hears the abort notice
   // (naming the rank to blame) rather than a refused connect that names this rank.
@@ -52,7 +57,7 @@ TcpDevice::~TcpDevice() {
     for (auto* p : open) fds.push_back(pollfd{p->fd(), POLLIN, 0});
     fds.push_back(pollfd{epfd_.get(), POLLIN, 0});
     ::poll(fds.data(), fds.size(), late ? 5 : 20);
-    std::erase_if(open, [](TcpPair* p) { return p->discard_until_eof(); });
+    std::erase_if(open, [](TcpPair* p) { return p->linger_done(); });
     if (late) {
       // The epoll set's readiness is consumed here, or on_demand_ would never hear of new hellos.
       epoll_event evs[64];
@@ -270,6 +275,85 @@ bool TcpDevice::poll_pairs(bool ask_epoll) {
 void TcpDevice::abort(const std::string& reason) {
   for (auto* p : live_) p->abort(reason);
   if (on_demand_) on_demand_->abort(reason);
+}
+
+std::vector<int> TcpDevice::reusable_peers() const {
+  // Lazily too: a connection made on demand is in live_ on both ends once its hello is done
+  // (one still saying hello is offered by neither end, or by one only, and the engine keeps a
+  // connection only if both offer it); the new group makes the others on demand again.
+  std::vector<int> out;
+  for (const TcpPair* p : live_)
+    if (p->reusable()) out.push_back(p->peer());
+  return out;
+}
+
+void TcpDevice::adopt_pair(std::unique_ptr<TcpPair> pair) {
+  const int peer = pair->peer();
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u32 = static_cast<uint32_t>(peer);
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, pair->fd(), &ev) != 0) throw Error("epoll_ctl: " + errno_text(errno));
+  live_.push_back(pair.get());
+  pairs_[static_cast<size_t>(peer)] = std::move(pair);
+}
+
+std::unique_ptr<transport::Device> TcpDevice::hand_over(const Handover& h) {
+  std::unique_ptr<TcpDevice> dev(new TcpDevice(h.boot.size, h.boot.failures));
+  const uint64_t token = transport::group_hash(h.boot.prefix);
+  struct Moving {
+    std::unique_ptr<TcpPair> pair;
+    int old_peer, peer;
+    bool done = false;
+  };
+  std::vector<Moving> moving;
+  for (const auto& [old_peer, peer] : h.keep) {
+    TcpPair* p = tcp_pair(old_peer);
+    if (p == nullptr || !p->reusable() || peer < 0 || peer >= h.boot.size)
+      throw Error("tcp transport: the connection to rank " + std::to_string(old_peer) + " cannot be handed over");
+    // From here on the pair is the new group's: this device neither polls nor closes it.
+    epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, p->fd(), nullptr);
+    std::erase(live_, p);
+    Moving m{std::move(pairs_[static_cast<size_t>(old_peer)]), old_peer, peer};
+    transport::Tag mine, expect;
+    mine.w[0] = expect.w[0] = token;
+    mine.w[1] = static_cast<uint64_t>(h.boot.rank);
+    expect.w[1] = static_cast<uint64_t>(peer);
+    mine.w[2] = expect.w[2] = static_cast<uint64_t>(h.boot.size);
+    m.pair->begin_resync(mine, expect);
+    moving.push_back(std::move(m));
+  }
+  auto who = [](const Moving& m) {
+    return "rank " + std::to_string(m.peer) + " (rank " + std::to_string(m.old_peer) + " of the group it leaves)";
+  };
+  // Every marker goes out while we read: two ranks whose socket buffers are full of each other's
+  // old bytes drain them for each other.
+  for (;;) {
+    std::vector<pollfd> fds;
+    const Moving* late = nullptr;
+    for (auto& m : moving) {
+      if (m.done) continue;
+      try {
+        m.done = m.pair->resync_step();
+      } catch (const Error& e) {
+        throw PeerError("tcp transport: handing over the connection to " + who(m) + " failed: " + e.what(), m.peer);
+      }
+      if (m.done) continue;
+      if (!late) late = &m;
+      fds.push_back(pollfd{m.pair->fd(), static_cast<short>(POLLIN | (m.pair->resync_writing() ? POLLOUT : 0)), 0});
+    }
+    if (fds.empty()) break;
+    if (std::chrono::steady_clock::now() >= h.boot.deadline)
+      throw TimeoutError("tcp transport: " + who(*late) + " did not answer the hand-over of its connection to rank " +
+                             std::to_string(h.boot.rank) + " before the timeout",
+                         late->peer);
+    ::poll(fds.data(), fds.size(), 10);
+  }
+  for (auto& m : moving) {
+    m.pair->finish_resync(m.peer, h.boot.failures);
+    dev->adopt_pair(std::move(m.pair));
+  }
+  KOLO_LOG(debug, "tcp: handed " << moving.size() << " connection(s) over to group " << h.boot.prefix);
+  return dev;
 }
 
 std::vector<int> TcpDevice::close(std::chrono::steady_clock::time_point deadline) {

@@ -35,6 +35,9 @@ class TcpDevice final : public transport::Device {
   bool prepare_sleep() override { return poll_pairs(true); }
   int wait_fd() const override { return epfd_.get(); }
   void abort(const std::string& reason) override;
+  // Connections made eagerly or on demand, not with TLS (TcpPair::reusable).
+  std::vector<int> reusable_peers() const override;
+  std::unique_ptr<transport::Device> hand_over(const Handover& h) override;
   std::vector<int> close(std::chrono::steady_clock::time_point deadline) override;
 
   // A connection whose handshake is done becomes the pair of `peer` (OnDemand calls it too).
@@ -51,6 +54,8 @@ class TcpDevice final : public transport::Device {
   bool poll_pairs(bool ask_epoll);
   unsigned polls_ = 0;
   TcpDevice(int size, transport::FailureSink* sink);
+  // A pair handed over from another device (hand_over): watched here as `pair->peer()`.
+  void adopt_pair(std::unique_ptr<TcpPair> pair);
   static std::unique_ptr<TcpDevice> connect_or_throw(const transport::Bootstrap& b, const std::vector<int>& peers,
                                                      const TlsSettings& tls);
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kolo/error.hpp"
 
 namespace kolo::tcp {
 
@@ -299,6 +300,8 @@ bool TcpPair::start_frame() {
       }
       parked_ = true;
       return match_parked();
+    case FrameKind::resync:
+      break;  // only a hand-over reads it (resync_step): here it is a corrupt stream
   }
   return fail(Failure::io_error, "corrupt frame from " + who() + " (kind " +
                                      std::to_string(static_cast<uint32_t>(cur_.kind)) + ")");
@@ -309,7 +312,12 @@ bool TcpPair::match_parked() {
   parked_ = false;
   Tag got;
   std::memcpy(got.w, cur_.tag, sizeof got.w);
-  if (!match_first_recv(got, cur_.bytes)) return true;
+  if (!match_first_recv(got, cur_.bytes)) {
+    // The pair failed; its payload is still on the stream: a hand-over drops it (resync_step).
+    left_ = cur_.bytes;
+    rstate_ = left_ > 0 ? ReadState::discard : ReadState::header;
+    return true;
+  }
   RecvOp& op = recvs_.front();
   dst_ = op.buf;
   left_ = op.bytes;
@@ -395,11 +403,161 @@ void TcpPair::send_abort_notice(const std::string& reason) {
     if (!tls_->write_pending()) (void)tls_->writev(iov, 2);
     return;
   }
-  (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  const ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  notice_whole_ = w == static_cast<ssize_t>(sizeof hdr + r.size());
+  if (w > 0 && !notice_whole_) out_broken_ = true;  // a notice cut off: no frame may follow
 }
 
 void TcpPair::after_abort() {
-  if (notice_after_handshake_.empty()) ::shutdown(fd_.get(), SHUT_WR);
+  if (!notice_after_handshake_.empty()) return;
+  // The peer learns of the abort from the notice; where it could not go (a frame of ours cut off
+  // halfway, a full socket) or over TLS, the end of the stream tells it instead, and the
+  // connection cannot be handed over. Otherwise it stays open for a hand-over (reusable()).
+  if (tls_ || out_broken_ || (abort_sent_ && !notice_whole_)) shut_write();
+}
+
+void TcpPair::shut_write() {
+  if (shut_wr_ || !fd_.valid()) return;
+  shut_wr_ = true;
+  ::shutdown(fd_.get(), SHUT_WR);
+}
+
+bool TcpPair::reusable() const {
+  return failure_keeps_connection() && fd_.valid() && !tls_ && !shut_wr_ && !out_broken_ && !eof_ && !hangup_ &&
+         notice_after_handshake_.empty();
+}
+
+void TcpPair::begin_resync(const Tag& mine, const Tag& expect) {
+  marker_ = header_of(static_cast<uint8_t>(FrameKind::resync), 0, mine);
+  marker_sent_ = 0;
+  expect_ = expect;
+  marker_got_ = false;
+  drop_partial_frame();
+}
+
+void TcpPair::drop_partial_frame() {
+  // What the reader was in the middle of belongs to the old group: drop the rest of it whole.
+  if (rstate_ == ReadState::payload || rstate_ == ReadState::abort_reason) {
+    rstate_ = left_ > 0 ? ReadState::discard : ReadState::header;
+  } else if (rstate_ == ReadState::header && parked_) {
+    parked_ = false;
+    left_ = cur_.bytes;
+    rstate_ = left_ > 0 ? ReadState::discard : ReadState::header;
+  }
+  dst_ = nullptr;
+}
+
+size_t TcpPair::resync_recv() {
+  if (in_pos_ == in_end_) in_pos_ = in_end_ = 0;
+  if (in_pos_ > 0 && in_end_ + sizeof(FrameHeader) > kInbufBytes) {
+    std::memmove(inbuf_.get(), inbuf_.get() + in_pos_, in_end_ - in_pos_);
+    in_end_ -= in_pos_;
+    in_pos_ = 0;
+  }
+  for (;;) {
+    const ssize_t r = ::recv(fd_.get(), inbuf_.get() + in_end_, kInbufBytes - in_end_, MSG_DONTWAIT);
+    if (r > 0) {
+      in_end_ += static_cast<size_t>(r);
+      return static_cast<size_t>(r);
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    eof_ = true;
+    throw Error(r == 0 || errno == ECONNRESET ? "the connection closed (process died or was killed?)"
+                                              : "recv: " + errno_text(errno));
+  }
+}
+
+bool TcpPair::resync_step() {
+  while (marker_sent_ < sizeof marker_) {
+    const ssize_t w = ::send(fd_.get(), reinterpret_cast<const char*>(&marker_) + marker_sent_, sizeof marker_ - marker_sent_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      marker_sent_ += static_cast<size_t>(w);
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;  // the peer drains our old bytes meanwhile
+    } else {
+      throw Error("send: " + errno_text(errno));
+    }
+  }
+  while (!marker_got_ && drop_until(FrameKind::resync)) {
+    Tag got;
+    std::memcpy(got.w, cur_.tag, sizeof got.w);
+    if (!(got == expect_) || cur_.bytes != 0) throw Error("its hand-over marker names another group (a different shrink or grow?)");
+    marker_got_ = true;
+  }
+  return marker_got_ && marker_sent_ == sizeof marker_;
+}
+
+bool TcpPair::drop_until(FrameKind kind) {
+  for (;;) {
+    if (rstate_ == ReadState::header) {
+      const size_t take = std::min(in_end_ - in_pos_, sizeof(FrameHeader) - hdr_got_);
+      std::memcpy(reinterpret_cast<char*>(&cur_) + hdr_got_, inbuf_.get() + in_pos_, take);
+      in_pos_ += take;
+      hdr_got_ += take;
+      if (hdr_got_ < sizeof(FrameHeader)) {
+        if (resync_recv() == 0) return false;
+        continue;
+      }
+      hdr_got_ = 0;
+      if (cur_.kind == kind) return true;
+      switch (cur_.kind) {
+        case FrameKind::data:
+        case FrameKind::abort:
+          left_ = cur_.bytes;
+          rstate_ = left_ > 0 ? ReadState::discard : ReadState::header;
+          break;
+        case FrameKind::bye:
+          break;
+        default:
+          throw Error("corrupt frame (kind " + std::to_string(static_cast<uint32_t>(cur_.kind)) + ")");
+      }
+      continue;
+    }
+    // The rest of an old frame: dropped.
+    const size_t take = std::min(in_end_ - in_pos_, left_);
+    in_pos_ += take;
+    left_ -= take;
+    if (left_ == 0) {
+      rstate_ = ReadState::header;
+      continue;
+    }
+    if (resync_recv() == 0) return false;
+  }
+}
+
+bool TcpPair::linger_done() {
+  if (!notice_after_handshake_.empty() && !finish_abort_notice()) return false;
+  // A stream whose frames this side can no longer follow: wait for its end, as before.
+  if (tls_ || eof_ || !failure_keeps_connection()) return discard_until_eof();
+  // The peer's abort notice came: it sends nothing after it.
+  if (failure_ == Failure::peer_aborted) {
+    (void)discard_until_eof();
+    return true;
+  }
+  try {
+    drop_partial_frame();
+    return drop_until(FrameKind::abort);  // its notice: it has stopped sending
+  } catch (const Error&) {
+    return true;  // the end of its stream
+  }
+}
+
+void TcpPair::finish_resync(int peer, transport::FailureSink* sink) {
+  rearm(peer, sink);
+  rstate_ = ReadState::header;
+  hdr_got_ = 0;
+  parked_ = false;
+  left_ = 0;
+  dst_ = nullptr;
+  abort_reason_.clear();
+  // Look at the socket at once: the peer's first messages of the new group may be here already
+  // (some in the read-ahead buffer), and its new epoll set reports only what comes next.
+  readable_ = writable_ = true;
+  hangup_ = eof_ = in_hangup_ = out_broken_ = notice_whole_ = false;
 }
 
 bool TcpPair::finish_abort_notice() {

@@ -34,6 +34,27 @@ class TcpPair final : public transport::PairBase {
   // A send waits for the socket buffer to drain, which only epoll reports.
   bool output_blocked() const { return !writable_ && !sends_.empty(); }
 
+  // Hand-over (TcpDevice::hand_over). reusable(): after the abort, the connection still
+  // carries whole frames both ways (no frame of ours cut off, the notice out whole or not owed,
+  // no hang-up; not with TLS, whose records are not resynchronised). begin_resync() queues our
+  // marker `mine` and turns a message half read into bytes to drop; resync_step() writes what it
+  // can of the marker and reads, dropping everything, until the peer's marker, which must carry
+  // `expect` (true once both are done; throws Error when the peer closes or sends garbage);
+  // finish_resync() makes the pair a healthy one of the new group. Bytes the peer sent after its
+  // marker stay in the read-ahead buffer: they are the new group's.
+  bool reusable() const;
+  void begin_resync(const transport::Tag& mine, const transport::Tag& expect);
+  bool resync_step();
+  bool resync_writing() const { return marker_sent_ < sizeof(FrameHeader); }
+  void finish_resync(int peer, transport::FailureSink* sink);
+  // Closes this side for writing, once (the destructor's linger: see TcpDevice::~TcpDevice).
+  void shut_write();
+  // The destructor's linger after a failure: reads and drops what the peer still sends; true
+  // once the peer will send nothing more (its end of stream, or its abort notice where this
+  // side can still follow the frames: a peer that aborted stops sending, so closing then
+  // cannot reset a connection whose last bytes, our notice, it has not read).
+  bool linger_done();
+
   // Orderly close support.
   void queue_bye();
   bool sends_drained() const { return sends_.empty(); }
@@ -94,6 +115,19 @@ class TcpPair final : public transport::PairBase {
   bool eof_ = false;
   bool in_hangup_ = false;  // handle_hangup() is running: pump_read must not re-enter it
   bool out_broken_ = false;  // a send was cut off mid-frame: no frame may follow
+  bool shut_wr_ = false;     // this side is closed for writing
+  bool notice_whole_ = false;  // the abort notice went out whole
+
+  // Hand-over state (begin_resync).
+  FrameHeader marker_{};
+  size_t marker_sent_ = sizeof(FrameHeader);
+  transport::Tag expect_;
+  bool marker_got_ = false;
+  size_t resync_recv();  // reads into the read-ahead buffer; throws on end of stream
+  void drop_partial_frame();  // the reader's message in progress becomes bytes to drop
+  // Reads and drops whole frames until a header of `kind` (left in cur_): true; false when
+  // nothing more is there now. Throws on end of stream or a corrupt frame.
+  bool drop_until(FrameKind kind);
 };
 
 }  // namespace kolo::tcp

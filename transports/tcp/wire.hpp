@@ -36,10 +36,12 @@ struct HelloReply {
   uint8_t mac[32];
 };
 
-enum class FrameKind : uint32_t { data = 1, bye = 2, abort = 3 };
+enum class FrameKind : uint32_t { data = 1, bye = 2, abort = 3, resync = 4 };
 
 // Precedes every message. For data, `bytes` of payload follow; for abort, a reason string of
-// `bytes` bytes follows; bye has no payload.
+// `bytes` bytes follows; bye has no payload. resync (a hand-over to a new group, Device::hand_over)
+// has none either: its tag is {hash of the new group's prefix, the sender's rank there, its size},
+// and it ends the old group's bytes in its direction.
 struct FrameHeader {
   FrameKind kind;
   uint32_t reserved;
