@@ -20,6 +20,7 @@
 #include "transports/cuda_ipc/ipc_comm.hpp"
 
 #include <algorithm>
+#include <vector>
 #include "kolo/error.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
@@ -27,15 +28,38 @@
 
 namespace kolo::cuda_ipc {
 
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::kOneShot: return "one-shot";
-    case Algo::kTwoShot: return "two-shot";
-    case Algo::kTwoShotPush: return "two-shot-push";
-    case Algo::kLeaderPush: return "leader-push";
+namespace {
+
+// Every rank's GPU, by its device's UUID through the store (the ordinal would not do: each
+// process may see the GPUs in another order), numbered by the lowest rank on each: the same
+// Placement on every rank.
+Placement exchange_placement(Store& store, const std::string& prefix, int rank, int world,
+                             std::chrono::milliseconds timeout) {
+  if (world < 1 || world > kMaxRanks) {
+    throw InvalidArgument("cuda_ipc: " + std::to_string(world) + " ranks (at most " + std::to_string(kMaxRanks) + ")");
   }
-  return "?";
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  auto key = [&](int p) { return prefix + "/gpu_uuid/" + std::to_string(p); };
+  store.set(key(rank), std::string(reinterpret_cast<const char*>(prop.uuid.bytes), sizeof(prop.uuid.bytes)));
+  std::vector<std::string> keys;
+  for (int p = 0; p < world; ++p) keys.push_back(key(p));
+  store.wait(keys, timeout);
+  Placement where;
+  where.world = world;
+  std::vector<std::string> seen;
+  for (int p = 0; p < world; ++p) {
+    const std::string id = store.get_string(key(p));
+    const auto it = std::find(seen.begin(), seen.end(), id);
+    where.gpu_of[p] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(id);
+  }
+  return where;
 }
+
+}  // namespace
 
 IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts)
     : store_(std::move(store)),
@@ -48,7 +72,8 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
                   : nullptr),
       gpu_flags_(opts_.ordering == Options::Ordering::flags ? std::make_unique<GpuFlags>(flags_, rank) : nullptr),
       cache_(*store_, opts_.prefix, rank, cuda_memory(), [this](uint64_t gen) { flags_.retire(gen); }),
-      mappings_(*store_, opts_.prefix, cuda_memory()) {
+      mappings_(*store_, opts_.prefix, cuda_memory()),
+      placement_(exchange_placement(*store_, opts_.prefix, rank, world, opts_.timeout)) {
   if (opts_.stop_check) flags_.set_stop_check(opts_.stop_check);
 }
 
