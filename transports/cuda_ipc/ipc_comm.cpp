@@ -137,6 +137,12 @@ void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream, c
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), what);
 }
 
+// An all-reduce's algorithm by name (it may differ across ranks when KOLO_CUDA_IPC_ALGO or the
+// cost model's settings do); "-" for the other collectives.
+std::string algo_text(uint32_t algo) {
+  return algo == 0 ? std::string("-") : std::string(algo_name(static_cast<Algo>(algo)));
+}
+
 void check_sums(DataType dtype, const char* what) {
   if (!allreduce_supports(dtype)) {
     throw InvalidArgument(std::string("cuda_ipc: ") + what + " sums float32, float16 and bfloat16 only");
@@ -209,9 +215,9 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
       throw InvalidArgument("cuda_ipc: call " + std::to_string(seq_) + " differs across ranks: rank " +
                             std::to_string(rank_) + " calls " + collective_name(mine.kind) + " of " +
                             std::to_string(mine.count) + " (dtype " + std::to_string(mine.dtype) + ", algorithm " +
-                            std::to_string(mine.algo) + ", root " + std::to_string(mine.root) + "), rank " +
+                            algo_text(mine.algo) + ", root " + std::to_string(mine.root) + "), rank " +
                             std::to_string(p) + " calls " + collective_name(d.kind) + " of " + std::to_string(d.count) +
-                            " (dtype " + std::to_string(d.dtype) + ", algorithm " + std::to_string(d.algo) + ", root " +
+                            " (dtype " + std::to_string(d.dtype) + ", algorithm " + algo_text(d.algo) + ", root " +
                             std::to_string(d.root) + ")");
     }
     if (d.gen_in != 0) m.in[p] = mappings_.get(p, d.gen_in) + d.off_in;
