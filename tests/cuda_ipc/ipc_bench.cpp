@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
+#include "transports/cuda_ipc/ipc_cost_model.hpp"
 
 namespace ipc_test {
 
@@ -97,6 +98,18 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
     }
   }
   const double n = g_world;
+  // The cost model's prediction of each line (ipc_cost_model.hpp, docs/COST_MODEL.md "CUDA IPC
+  // (one node)"), with the inputs the engine's selection would give it: predicted_us beside
+  // time_us is the model's check on every GPU run.
+  const kolo::cuda_ipc::IpcModelParams model = kolo::cuda_ipc::IpcModelParams::from_config();
+  if (g_rank == 0) {
+    std::printf("BENCH model ranks=%d gpus=%d shared=%d ordering=%s phase_us=%.1f launch_us=%.2f hbm_GBps=%.0f "
+                "link_GBps=%.0f\n",
+                g_world, comm.placement().gpus(), comm.placement().shared() ? 1 : 0,
+                kolo::cuda_ipc::ordering_name(comm.ordering()),
+                model.phase_us(comm.placement().shared(), comm.ordering()), model.launch_us, model.hbm_gbps,
+                model.link_gbps);
+  }
   for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
       const int iters = bytes <= (size_t{64} << 10) ? 100 : bytes <= (size_t{16} << 20) ? 50 : 10;
@@ -104,16 +117,18 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
       const double t = time_per_call(s, iters, 7, align, [&] {
         comm.all_reduce(in.ptr, out.ptr, bytes / 4, DataType::float32, algo, s);
       }, &host_us);
+      const double predicted =
+          kolo::cuda_ipc::predict_us(algo, bytes, comm.placement(), comm.ordering(), model);
       const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : algo == Algo::kTwoShot ? 3 * n - 1 : 2 * n) * bytes;  // push kinds: 2 N S
       if (g_rank == 0) {
         std::printf("BENCH allreduce algo=%s ranks=%d bytes=%zu time_us=%.2f host_us_per_call=%.2f traffic_GBps=%.1f "
-                    "ratio_to_copy=%.3f\n",
+                    "ratio_to_copy=%.3f predicted_us=%.2f\n",
                     kolo::cuda_ipc::algo_name(algo), g_world, bytes, t * 1e6, host_us, traffic / t / 1e9,
-                    traffic / t / copy_rate);
+                    traffic / t / copy_rate, predicted);
         if (bytes == big || bytes == 8) {
-          std::printf("SUMMARY ipc allreduce %s ranks=%d bytes=%zu time_us=%.2f ratio_to_copy=%.3f (target: 256 MiB >= 0.80, "
-                      "8 B <= 30 us)\n",
-                      kolo::cuda_ipc::algo_name(algo), g_world, bytes, t * 1e6, traffic / t / copy_rate);
+          std::printf("SUMMARY ipc allreduce %s ranks=%d bytes=%zu time_us=%.2f ratio_to_copy=%.3f predicted_us=%.2f "
+                      "(target: 256 MiB >= 0.80, 8 B <= 30 us)\n",
+                      kolo::cuda_ipc::algo_name(algo), g_world, bytes, t * 1e6, traffic / t / copy_rate, predicted);
         }
         std::fflush(stdout);
       }

@@ -17,7 +17,8 @@
 // the orderly close. --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
-//   - the three all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB.
+//   - the four all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB, each line with
+//     the cost model's prediction for it (predicted_us: transports/cuda_ipc/ipc_cost_model.hpp).
 // HBM traffic of an all-reduce of S bytes over N ranks on ONE GPU (all ranks share its memory,
 // so every rank's reads and writes count against the same HBM):
 //   one-shot: each rank reads N inputs and writes its output:            N * (N + 1) * S

@@ -20,6 +20,7 @@
 #include "transports/cuda_ipc/ipc_comm.hpp"
 
 #include <algorithm>
+#include <vector>
 #include "kolo/error.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
@@ -27,15 +28,38 @@
 
 namespace kolo::cuda_ipc {
 
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::kOneShot: return "one-shot";
-    case Algo::kTwoShot: return "two-shot";
-    case Algo::kTwoShotPush: return "two-shot-push";
-    case Algo::kLeaderPush: return "leader-push";
+namespace {
+
+// Every rank's GPU, by its device's UUID through the store (the ordinal would not do: each
+// process may see the GPUs in another order), numbered by the lowest rank on each: the same
+// Placement on every rank.
+Placement exchange_placement(Store& store, const std::string& prefix, int rank, int world,
+                             std::chrono::milliseconds timeout) {
+  if (world < 1 || world > kMaxRanks) {
+    throw InvalidArgument("cuda_ipc: " + std::to_string(world) + " ranks (at most " + std::to_string(kMaxRanks) + ")");
   }
-  return "?";
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  auto key = [&](int p) { return prefix + "/gpu_uuid/" + std::to_string(p); };
+  store.set(key(rank), std::string(reinterpret_cast<const char*>(prop.uuid.bytes), sizeof(prop.uuid.bytes)));
+  std::vector<std::string> keys;
+  for (int p = 0; p < world; ++p) keys.push_back(key(p));
+  store.wait(keys, timeout);
+  Placement where;
+  where.world = world;
+  std::vector<std::string> seen;
+  for (int p = 0; p < world; ++p) {
+    const std::string id = store.get_string(key(p));
+    const auto it = std::find(seen.begin(), seen.end(), id);
+    where.gpu_of[p] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(id);
+  }
+  return where;
 }
+
+}  // namespace
 
 IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts)
     : store_(std::move(store)),
@@ -48,7 +72,8 @@ IpcComm::IpcComm(std::shared_ptr<Store> store, int rank, int world, Options opts
                   : nullptr),
       gpu_flags_(opts_.ordering == Options::Ordering::flags ? std::make_unique<GpuFlags>(flags_, rank) : nullptr),
       cache_(*store_, opts_.prefix, rank, cuda_memory(), [this](uint64_t gen) { flags_.retire(gen); }),
-      mappings_(*store_, opts_.prefix, cuda_memory()) {
+      mappings_(*store_, opts_.prefix, cuda_memory()),
+      placement_(exchange_placement(*store_, opts_.prefix, rank, world, opts_.timeout)) {
   if (opts_.stop_check) flags_.set_stop_check(opts_.stop_check);
 }
 
@@ -110,6 +135,12 @@ const char* collective_name(uint32_t kind) {
 void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream, const char* what) {
   if (bytes == 0 || dst == src) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), what);
+}
+
+// An all-reduce's algorithm by name (it may differ across ranks when KOLO_CUDA_IPC_ALGO or the
+// cost model's settings do); "-" for the other collectives.
+std::string algo_text(uint32_t algo) {
+  return algo == 0 ? std::string("-") : std::string(algo_name(static_cast<Algo>(algo)));
 }
 
 void check_sums(DataType dtype, const char* what) {
@@ -184,9 +215,9 @@ IpcComm::Mapped IpcComm::begin_call(const Shape& shape, const void* in, size_t i
       throw InvalidArgument("cuda_ipc: call " + std::to_string(seq_) + " differs across ranks: rank " +
                             std::to_string(rank_) + " calls " + collective_name(mine.kind) + " of " +
                             std::to_string(mine.count) + " (dtype " + std::to_string(mine.dtype) + ", algorithm " +
-                            std::to_string(mine.algo) + ", root " + std::to_string(mine.root) + "), rank " +
+                            algo_text(mine.algo) + ", root " + std::to_string(mine.root) + "), rank " +
                             std::to_string(p) + " calls " + collective_name(d.kind) + " of " + std::to_string(d.count) +
-                            " (dtype " + std::to_string(d.dtype) + ", algorithm " + std::to_string(d.algo) + ", root " +
+                            " (dtype " + std::to_string(d.dtype) + ", algorithm " + algo_text(d.algo) + ", root " +
                             std::to_string(d.root) + ")");
     }
     if (d.gen_in != 0) m.in[p] = mappings_.get(p, d.gen_in) + d.off_in;

@@ -27,27 +27,14 @@
 #include "transports/cuda_ipc/bounce_buffer.hpp"
 #include "transports/cuda_ipc/gpu_flags.hpp"
 #include "transports/cuda_ipc/host_flags.hpp"
+#include "transports/cuda_ipc/ipc_algo.hpp"
+#include "transports/cuda_ipc/ipc_cost_model.hpp"
 #include "transports/cuda_ipc/ipc_events.hpp"
 #include "transports/cuda_ipc/registration_cache.hpp"
 
 namespace kolo::cuda_ipc {
 
-enum class Algo : uint32_t {
-  kOneShot = 1,  // every rank reads every rank's whole input: one kernel, for small messages
-  kTwoShot = 2,  // reduce-scatter (rank r sums slice r from all inputs) then all-gather (copy
-                 // the other slices from the peers' outputs): less traffic, for large messages
-  kTwoShotPush = 3,  // both shots in one kernel: rank r sums slice r from all inputs and writes
-                     // it into every rank's output. The least HBM traffic (2 N S: each input
-                     // read once, each output written once) and no phase between: made for
-                     // ranks that share one GPU's memory.
-  kLeaderPush = 4,  // rank 0 alone sums every input into every rank's output, in one kernel
-                    // over the whole buffer; the others only take part in the handshakes. The
-                    // same traffic as two-shot-push (2 N S) but one kernel on the GPU instead of
-                    // N from N processes, which without MPS the GPU runs one time slice after
-                    // another: for ranks sharing one GPU. In place too (each element is read and
-                    // then written by the same thread).
-};
-const char* algo_name(Algo a);
+// Algo (the all-reduce algorithms) and Ordering: ipc_algo.hpp.
 
 class IpcComm {
  public:
@@ -61,7 +48,7 @@ class IpcComm {
     //   host    none: a phase is published only once this rank's stream has finished the work
     //           before it. Slow, but it tells a fault of the GPU-side ordering apart from one of
     //           the shared memory or the kernels.
-    enum class Ordering { events, flags, host };
+    using Ordering = cuda_ipc::Ordering;
     Ordering ordering = Ordering::events;
     // Why a host wait should give up before its timeout (non-empty: give up), e.g. the engine's
     // group has failed; looked at while waiting (host_flags.hpp).
@@ -120,6 +107,11 @@ class IpcComm {
 
   int rank() const { return rank_; }
   int world() const { return world_; }
+  // Which GPU each rank is on, the same on every rank: the devices' UUIDs are exchanged
+  // through the store when the communicator is built. Ranks sharing a GPU take turns on it
+  // (without MPS), which the cost model's phase cost depends on (ipc_cost_model.hpp).
+  const Placement& placement() const { return placement_; }
+  Ordering ordering() const { return opts_.ordering; }
 
  private:
   enum class Collective : uint32_t {
@@ -173,6 +165,7 @@ class IpcComm {
   std::unique_ptr<GpuFlags> gpu_flags_;  // Ordering::flags only
   RegistrationCache cache_;
   PeerMappings mappings_;
+  Placement placement_;
   BounceBuffer bounce_in_{cache_}, bounce_out_{cache_};
   uint64_t seq_ = 0;
   uint64_t retired_seen_[kMaxRanks] = {};

@@ -1,11 +1,16 @@
 // IpcComm as the engine's DeviceCollectives (transports/device_collectives.hpp): registered when
-// CUDA is built. All-reduce picks its algorithm by size: one-shot below KOLO_CUDA_IPC_TWO_SHOT_BYTES
-// (every rank reads every input: one kernel, the fewest steps), two-shot-push from there (each
-// input read once, each output written once: the least memory traffic, made for ranks sharing
-// one GPU's memory). The choice depends on the size alone, the same on every rank.
+// CUDA is built. All-reduce runs the algorithm the cost model (ipc_cost_model.hpp) predicts
+// fastest, or the one KOLO_CUDA_IPC_ALGO names. The model's inputs are the same on every rank
+// (the size, the number of ranks, the placement on GPUs IpcComm agreed on, the ordering and the
+// parameters, which every rank must set alike), never whether this rank's buffers are in place
+// or exportable: so every rank chooses the same, and IpcComm's descriptor check fails a call on
+// which they do not (a rank set another KOLO_CUDA_IPC_ALGO or KOLO_CUDA_IPC_MODEL).
+#include <optional>
+
 #include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
+#include "transports/cuda_ipc/ipc_cost_model.hpp"
 #include "transports/cuda_ipc/ipc_comm.hpp"
 #include "transports/device_collectives.hpp"
 
@@ -23,16 +28,17 @@ IpcComm::Options::Ordering ordering_setting() {
 class IpcDeviceCollectives final : public transport::DeviceCollectives {
  public:
   IpcDeviceCollectives(std::shared_ptr<Store> store, int rank, int world, const transport::DeviceCollectivesOptions& o)
-      : comm_(std::move(store), rank, world, options(o)),
-        two_shot_bytes_(static_cast<size_t>(config::get_int("KOLO_CUDA_IPC_TWO_SHOT_BYTES"))) {}
+      : forced_(algo_by_name(config::get_string("KOLO_CUDA_IPC_ALGO"), "KOLO_CUDA_IPC_ALGO")),
+        model_(IpcModelParams::from_config()),
+        comm_(std::move(store), rank, world, options(o)) {}
 
   const char* name() const override { return "cuda_ipc"; }
   bool supports_sum(DataType t) const override { return allreduce_supports(t); }
   void all_reduce(const void* in, void* out, size_t count, DataType t, void* stream) override {
-    // By size alone: every rank must choose the same algorithm, and in or out of place may
-    // differ between ranks.
-    const bool small = count * element_size(t) < two_shot_bytes_;
-    comm_.all_reduce(in, out, count, t, small ? Algo::kOneShot : Algo::kTwoShotPush, s(stream));
+    // Not on in or out of place, which may differ between ranks: every rank must choose the same.
+    const Algo algo =
+        forced_ ? *forced_ : choose_algo(count * element_size(t), comm_.placement(), comm_.ordering(), model_);
+    comm_.all_reduce(in, out, count, t, algo, s(stream));
   }
   void reduce_scatter(const void* in, void* out, size_t count, DataType t, void* stream) override {
     comm_.reduce_scatter(in, out, count, t, s(stream));
@@ -70,8 +76,10 @@ class IpcDeviceCollectives final : public transport::DeviceCollectives {
   }
   static cudaStream_t s(void* stream) { return static_cast<cudaStream_t>(stream); }
 
+  // Read before the communicator is built, so that a bad setting fails before any handshake.
+  std::optional<Algo> forced_;
+  IpcModelParams model_;
   IpcComm comm_;
-  size_t two_shot_bytes_;
 };
 
 std::unique_ptr<transport::DeviceCollectives> make(std::shared_ptr<Store> store, int rank, int world,
