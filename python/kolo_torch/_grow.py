@@ -165,7 +165,8 @@ def _install(backend, backend_name, store, is_default):
         pg._set_default_backend(backend_type)
         for device in ("cpu", "cuda"):
             pg._register_backend(torch.device(device), backend_type, backend)
-        pg._set_group_name(name)
+        if hasattr(pg, "_set_group_name"):
+            pg._set_group_name(name)
         config = str(c10d.BackendConfig(dist.Backend(backend_name)))
         if hasattr(c10d, "_register_pg_in_world"):  # torch 2.14: every table, and C++'s registry
             c10d._register_pg_in_world(pg, backend_name=backend_name, store=store, group_name=name,
