@@ -6,6 +6,9 @@ run every torch.distributed operation on CPU tensors through kolo, and DDP runs 
 CUDA tensors too where kolo_torch was compiled against a torch with CUDA (``_C.cuda``): each
 operation on one device, ordered on torch's current stream, its Work and future stream-ordered
 as with NCCL (wait() makes the current stream wait; the future completes after the GPU copies).
+Lose a rank, keep training: ``kolo_torch.shrink`` (the survivors re-form the group),
+``kolo_torch.grow`` (the members let replacements in) and ``kolo_torch.join`` (a replacement's
+way in, instead of init_process_group).
 """
 import inspect
 
@@ -22,8 +25,9 @@ _guard.check(_build_info, torch)
 from . import _C  # noqa: E402
 from . import _libuv
 from ._shrink import shrink  # noqa: E402
+from ._grow import grow, join  # noqa: E402
 
-__all__ = ["create_backend", "shrink"]
+__all__ = ["create_backend", "shrink", "grow", "join"]
 
 
 def create_backend(store, rank, size, timeout):

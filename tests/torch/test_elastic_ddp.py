@@ -6,7 +6,12 @@ one-process run of the same training (the example's --reference). Every wait is 
 
 Seed: KOLO_TEST_SEED, else drawn and printed. And the named form at 3 ranks (shrink_worker.py):
 through torch.distributed.shrink_group and kolo's Backend hook where torch has it (2.14), else
-kolo_torch's own registration. Runtime about 15-25 s on 2 cores.
+kolo_torch's own registration.
+
+Growing back (kolo_torch.grow / kolo_torch.join): the same run under `kolorun --replace 1` with
+the example's --grow, where the killed rank's replacement joins and all four finish with the
+reference's parameters; grow with nobody waiting (None, at once) and a joiner checked end to end
+at 2 ranks (grow_worker.py); a joiner nobody admits times out. Runtime about 30-50 s on 2 cores.
 """
 import os
 import queue
@@ -47,17 +52,9 @@ def seed():
     return s
 
 
-def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
-    if not os.access(KOLORUN, os.X_OK):
-        pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
-    rng = random.Random(seed)
-    victim = rng.randrange(RANKS)
-    kill_after = rng.randint(3, STEPS - 8)  # completed steps of the victim before the kill
-    print("victim rank %d, killed after its step %d" % (victim, kill_after))
-    out = str(tmp_path)
-    cmd = [KOLORUN, "--elastic", "-n", str(RANKS), "--timeout", str(DEADLINE_S - 10),
-           "-x", "KOLO_STORE_AUTH=off", "-x", "PYTHONPATH=" + build_python(),
-           sys.executable, EXAMPLE, "--steps", str(STEPS), "--out", out, "--timeout", "20", "--shrink-timeout", "10"]
+def run_and_kill(cmd, victim, kill_after, seed):
+    """Runs the kolorun command `cmd`, SIGKILLs rank `victim` once it printed step `kill_after`
+    and returns the whole output once kolorun exited (every wait bounded by DEADLINE_S)."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace")
     lines = queue.Queue()
@@ -94,6 +91,40 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
     text = "".join(log)
     assert killed, "rank %d never reported step %d (seed %d):\n%s" % (victim, kill_after, seed, text)
     assert rc == 0, "kolorun --elastic exited %d (seed %d):\n%s" % (rc, seed, text)
+    return text
+
+
+def check_against_reference(out, names, seed):
+    """The saved final parameters OUT/<name>.pt against the same training in one process: equal
+    up to the rounding of the sums' order."""
+    ref = subprocess.run([sys.executable, EXAMPLE, "--reference", "--steps", str(STEPS), "--out", out],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert ref.returncode == 0, ref.stdout
+    expect = torch.load(os.path.join(out, "reference.pt"))
+    for name in names:
+        got = torch.load(os.path.join(out, "%s.pt" % name))
+        for i, (g, e) in enumerate(zip(got, expect)):
+            assert torch.allclose(g, e, rtol=1e-4, atol=1e-5), \
+                "%s parameter %d differs from the one-process run by %.3g (seed %d)" % (
+                    name, i, (g - e).abs().max().item(), seed)
+
+
+def example_cmd(out, extra_kolorun=(), extra_example=()):
+    return [KOLORUN, "--elastic", *extra_kolorun, "-n", str(RANKS), "--timeout", str(DEADLINE_S - 10),
+            "-x", "KOLO_STORE_AUTH=off", "-x", "PYTHONPATH=" + build_python(),
+            sys.executable, EXAMPLE, "--steps", str(STEPS), "--out", out, "--timeout", "20", "--shrink-timeout", "10",
+            *extra_example]
+
+
+def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
+    if not os.access(KOLORUN, os.X_OK):
+        pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
+    rng = random.Random(seed)
+    victim = rng.randrange(RANKS)
+    kill_after = rng.randint(3, STEPS - 8)  # completed steps of the victim before the kill
+    print("victim rank %d, killed after its step %d" % (victim, kill_after))
+    out = str(tmp_path)
+    text = run_and_kill(example_cmd(out), victim, kill_after, seed)
 
     survivors = [r for r in range(RANKS) if r != victim]
     for r in survivors:
@@ -104,18 +135,85 @@ def test_survivors_finish_with_the_same_parameters(tmp_path, seed):
     assert not re.search(r"^rank %d final" % victim, text, re.M), "the killed rank finished:\n" + text
     digests = {r: re.search(r"^rank %d final (\w+)" % r, text, re.M).group(1) for r in survivors}
     assert len(set(digests.values())) == 1, "survivors differ (seed %d): %s\n%s" % (seed, digests, text)
+    check_against_reference(out, ["rank%d" % r for r in survivors], seed)
 
-    # The same training in one process: equal up to the rounding of the sums' order.
-    ref = subprocess.run([sys.executable, EXAMPLE, "--reference", "--steps", str(STEPS), "--out", out],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-    assert ref.returncode == 0, ref.stdout
-    expect = torch.load(os.path.join(out, "reference.pt"))
+
+def test_replacement_joins_and_finishes_at_full_world(tmp_path, seed):
+    """kolorun --replace 1 starts the killed rank's replacement (KOLO_JOIN=1): it enters through
+    kolo_torch.join, the survivors' kolo_torch.grow lets it in at the first step boundary after
+    their shrink, rank 0 hands it the state, and all four finish with the same parameters as the
+    one-process run."""
+    if not os.access(KOLORUN, os.X_OK):
+        pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
+    rng = random.Random(seed)
+    victim = rng.randrange(RANKS)
+    kill_after = rng.randint(3, STEPS - 12)  # room for the joiner to train a few steps with the others
+    print("victim rank %d, killed after its step %d; kolorun --replace 1" % (victim, kill_after))
+    out = str(tmp_path)
+    text = run_and_kill(example_cmd(out, ["--replace", "1"], ["--grow", "--grow-wait", "30"]), victim, kill_after, seed)
+
+    joined = re.search(r"^replacement %d joined: now rank %d of %d at step (\d+)$" % (victim, RANKS - 1, RANKS),
+                       text, re.M)
+    assert joined, "the replacement of rank %d did not join as rank %d of %d (seed %d):\n%s" % (
+        victim, RANKS - 1, RANKS, seed, text)
+    at = int(joined.group(1))
+    survivors = [r for r in range(RANKS) if r != victim]
     for r in survivors:
-        got = torch.load(os.path.join(out, "rank%d.pt" % r))
-        for i, (g, e) in enumerate(zip(got, expect)):
-            assert torch.allclose(g, e, rtol=1e-4, atol=1e-5), \
-                "rank %d parameter %d differs from the one-process run by %.3g (seed %d)" % (
-                    r, i, (g - e).abs().max().item(), seed)
+        assert re.search(r"^rank %d shrunk: now rank \d+ of %d" % (r, RANKS - 1), text, re.M), \
+            "rank %d did not shrink to %d ranks (seed %d):\n%s" % (r, RANKS - 1, seed, text)
+        assert re.search(r"^rank %d grew: now rank \d+ of %d at step %d$" % (r, RANKS, at), text, re.M), \
+            "rank %d did not grow back to %d ranks at step %d (seed %d):\n%s" % (r, RANKS, at, seed, text)
+    who = ["rank %d" % r for r in survivors] + ["replacement %d" % victim]
+    for w in who:
+        assert re.search(r"^%s step %d world %d " % (w, STEPS, RANKS), text, re.M), \
+            "%s did not finish step %d with %d ranks (seed %d):\n%s" % (w, STEPS, RANKS, seed, text)
+    assert not re.search(r"^rank %d final" % victim, text, re.M), "the killed rank finished:\n" + text
+    digests = {w: re.search(r"^%s final (\w+)" % w, text, re.M).group(1) for w in who}
+    assert len(set(digests.values())) == 1, "the ranks differ (seed %d): %s\n%s" % (seed, digests, text)
+    check_against_reference(out, [w.replace(" ", "") for w in who], seed)
+
+
+def test_grow_with_nobody_waiting_then_with_a_joiner():
+    """grow_worker.py at 2 ranks: with nobody waiting kolo_torch.grow is None at once (and after
+    its wait); then a process started with KOLO_JOIN=1 joins through kolo_torch.join and the
+    grown default group of 3 serves collectives, point-to-point, a later subgroup and DDP."""
+    if not os.access(KOLORUN, os.X_OK):
+        pytest.skip("kolorun not built at %s (KOLORUN_EXE)" % KOLORUN)
+    cmd = [KOLORUN, "-n", "2", "--timeout", "100", "-x", "KOLO_STORE_AUTH=off", "-x", "PYTHONPATH=" + build_python(),
+           sys.executable, os.path.join(HERE, "grow_worker.py")]
+    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert p.returncode == 0, "%s exited %d:\n%s" % (" ".join(cmd), p.returncode, p.stdout)
+    for r in (0, 1):
+        none = re.search(r"^rank %d none in ([\d.]+) s$" % r, p.stdout, re.M)
+        assert none and float(none.group(1)) < 1.0, "grow with nobody waiting was not quick:\n" + p.stdout
+        waited = re.search(r"^rank %d waited ([\d.]+) s$" % r, p.stdout, re.M)
+        assert waited and 0.3 <= float(waited.group(1)) < 5, "grow(wait=0.3) did not wait 0.3 s:\n" + p.stdout
+        assert re.search(r"^rank %d grown ok$" % r, p.stdout, re.M), p.stdout
+    assert re.search(r"^joiner grown ok$", p.stdout, re.M), p.stdout
+
+
+def test_join_nobody_admits_times_out(tmp_path):
+    """A joiner nobody lets in gets, after its wait, an error naming the group, and no hang."""
+    from datetime import timedelta
+    import torch.distributed as dist
+    try:  # torch 2.x built without libuv (Debian's) asks for it unless told not to
+        server = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=30), use_libuv=False)
+    except TypeError:  # torch 1.13: no libuv, no such argument
+        server = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=30))
+    code = ("import time, kolo_torch\n"
+            "t = time.monotonic()\n"
+            "try:\n"
+            "    kolo_torch.join(timeout=10, wait=1)\n"
+            "except RuntimeError as e:\n"
+            "    print('refused after %.1f s: %s' % (time.monotonic() - t, str(e).splitlines()[0]))\n")
+    env = dict(os.environ, PYTHONPATH=build_python(), KOLO_STORE_ADDR="127.0.0.1:%d" % server.port,
+               KOLO_STORE_AUTH="off")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=60, env=env)
+    m = re.search(r"^refused after ([\d.]+) s: (.*)$", p.stdout, re.M)
+    assert m, p.stdout
+    assert 1.0 <= float(m.group(1)) < 10, p.stdout
+    assert "join of group torch" in m.group(2) and "timed out" in m.group(2), p.stdout
 
 
 def test_named_shrink_serves_collectives():

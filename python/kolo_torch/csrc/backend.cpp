@@ -93,11 +93,17 @@ ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<c10d::Store>& store,
       return;
     }
   }
+  // A subgroup made once the world shrank or grew is named after the world's generation: kolo
+  // numbers the groups made under one name in each process, and a replacement that joined
+  // (kolo_torch.join) did not make the subgroups the members made before it came; under the
+  // generation's name every rank of the new world counts from 0.
+  const int generation = world_rank >= 0 ? world_generation() : 0;
+  const std::string suffix = generation > 0 ? ".gen" + std::to_string(generation) : std::string();
   kolo::GroupOptions o;
   o.timeout = timeout;
-  o.name = "torch";
+  o.name = "torch" + suffix;
   pg_ = kolo::ProcessGroup::create(kolo::make_prefix_store("coll", base), rank, size, o);
-  o.name = "torch-p2p";
+  o.name = "torch-p2p" + suffix;
   p2p_ = kolo::ProcessGroup::create(kolo::make_prefix_store("p2p", base), rank, size, o);
   if (world_rank < 0) remember_world(KoloGroups{pg_, p2p_});
 }

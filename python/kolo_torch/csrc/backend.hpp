@@ -52,6 +52,20 @@ class ProcessGroupKolo : public BackendBase {
     std::vector<int> members;
   };
   Shrunk shrink_survivors(const std::optional<std::vector<int>>& exclude, std::chrono::milliseconds timeout);
+  // Grow back (grow.cpp). On the members: ProcessGroup::grow of the collectives' group
+  // (collective over this group, at a point every member reaches); null when nobody was let in.
+  // Else the grown backend (members keep their ranks, joiners follow), whose point-to-point group
+  // is split off the grown one; this backend's groups are shut down (collective over the old
+  // members) and its operations fail from then on.
+  c10::intrusive_ptr<ProcessGroupKolo> grow_members(const kolo::GrowOptions& opts);
+  // On a process that was not in the group (a replacement): waits up to `wait` (0: `timeout`) in
+  // the queue of the world backend's collectives' group under `store` (the store torch handed
+  // the members' world backend) until their grow() admits it, and returns its backend.
+  static c10::intrusive_ptr<ProcessGroupKolo> join_world(const c10::intrusive_ptr<c10d::Store>& store,
+                                                         std::chrono::milliseconds timeout,
+                                                         std::chrono::milliseconds wait);
+  int generation() const;  // of the collectives' group: 0 at launch, +1 per shrink or grow
+
 #ifdef KOLO_TORCH_BACKEND_SHRINK
   // torch's hook (torch.distributed.shrink_group, torch >= the version whose Backend.hpp has it,
   // found by meson): the named form over the group's timeout, or opts_override's when given.

@@ -1,5 +1,5 @@
 // The Python module kolo_torch._C: the function that makes the backend from what torch's
-// init_process_group / new_group hand a registered backend's creator, and shrink.
+// init_process_group / new_group hand a registered backend's creator, shrink, grow and join.
 #include <chrono>
 #include <optional>
 #include <vector>
@@ -39,6 +39,41 @@ PYBIND11_MODULE(_C, m) {
       // The survivors wait for one another through the store and then connect.
       py::call_guard<py::gil_scoped_release>(),
       "Shrinks a kolo backend (kolo_torch.shrink): (the survivors' backend, their ranks in the old group).");
+  m.def(
+      "grow",
+      [](const c10::intrusive_ptr<kolo_torch::BackendBase>& backend, std::chrono::milliseconds wait, int max_joiners,
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<kolo_torch::BackendBase> {
+        auto* kolo = dynamic_cast<kolo_torch::ProcessGroupKolo*>(backend.get());
+        TORCH_CHECK(kolo != nullptr, "kolo_torch.grow: the group's backend is ", backend->getBackendName(),
+                    ", not kolo");
+        kolo::GrowOptions o;
+        o.wait = wait;
+        o.max_joiners = max_joiners;
+        o.timeout = timeout;
+        return kolo->grow_members(o);  // null (None) when nobody was waiting
+      },
+      py::arg("backend"), py::arg("wait"), py::arg("max_joiners"), py::arg("timeout"),
+      // Rank 0 may wait for a joiner; then members and joiners connect.
+      py::call_guard<py::gil_scoped_release>(),
+      "Grows a kolo backend (kolo_torch.grow): the grown backend, or None when nobody joined.");
+  m.def(
+      "join",
+      [](const c10::intrusive_ptr<c10d::Store>& store, std::chrono::milliseconds timeout,
+         std::chrono::milliseconds wait) -> c10::intrusive_ptr<kolo_torch::BackendBase> {
+        return kolo_torch::ProcessGroupKolo::join_world(store, timeout, wait);
+      },
+      py::arg("store"), py::arg("timeout"), py::arg("wait"),
+      // Waits in the store's queue until the members admit this process, then connects.
+      py::call_guard<py::gil_scoped_release>(),
+      "Joins a running kolo world as a replacement (kolo_torch.join): its backend.");
+  m.def(
+      "generation",
+      [](const c10::intrusive_ptr<kolo_torch::BackendBase>& backend) {
+        auto* kolo = dynamic_cast<kolo_torch::ProcessGroupKolo*>(backend.get());
+        TORCH_CHECK(kolo != nullptr, "kolo_torch: the group's backend is ", backend->getBackendName(), ", not kolo");
+        return kolo->generation();
+      },
+      py::arg("backend"), "The generation of a kolo backend's group (0 at launch, +1 per shrink or grow).");
 #ifdef KOLO_TORCH_BACKEND_SHRINK
   m.attr("backend_shrink_hook") = true;
 #else

@@ -25,6 +25,12 @@ void replace_world(const KoloGroups& old, const KoloGroups& now) {
   world_p2p = now.p2p;
 }
 
+int world_generation() {
+  std::lock_guard<std::mutex> lk(world_mu);
+  auto pg = world_pg.lock();
+  return pg ? pg->generation() : 0;
+}
+
 std::optional<KoloGroups> share_world(kolo::Store& store, int rank, int size, int world_rank,
                                       std::chrono::milliseconds timeout) {
   KoloGroups world;

@@ -24,6 +24,9 @@ void remember_world(const KoloGroups& world);
 // subgroups then share the live world's connections, not the aborted one's).
 void replace_world(const KoloGroups& old, const KoloGroups& now);
 
+// The remembered world's generation (0 at launch, +1 per shrink or grow), 0 when none is alive.
+int world_generation();
+
 // A subgroup's groups on the world's connections, or nullopt when sharing is off
 // (KOLO_SPLIT_SHARE) or no world is alive: the caller then connects anew. Every member calls it
 // (torch calls the creator on members only); `world_rank` is this rank's in the world.
