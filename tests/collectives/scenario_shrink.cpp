@@ -104,7 +104,15 @@ std::set<std::string> sockets_held() {
 // error that ended the old group's traffic.
 std::string traffic_until_victim_dies(WorkerContext& ctx, ProcessGroup& g, int victim, int delay_us) {
   std::vector<int32_t> x(1000, 1);
-  g.allreduce(Buffer(x.data(), x.size()))->wait();  // everyone connected and here
+  // Everyone connected and here. The victim may leave this all-reduce first and die before a
+  // slower rank has its last piece: then the old group already failed here, and the shrink
+  // that follows still has to work (without traffic in flight, this once).
+  try {
+    g.allreduce(Buffer(x.data(), x.size()))->wait();
+  } catch (const Error& e) {
+    ctx.say("the old group failed before its traffic was posted");
+    return e.what();
+  }
   const int n = g.size(), me = g.rank();
   if (me == victim) {
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
