@@ -140,6 +140,18 @@ void Executor::close_and_join() {
 
 bool Executor::failed() const { return failed_.load(); }
 
+void Executor::fail_group_from_context() {
+  try {
+    raise_failure("rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
+                      group_.name + ")",
+                  ctx_->failure());
+  } catch (const Error& e) {
+    group_error_ = std::current_exception();
+    group_error_text_ = e.what();
+    fail_group(e, group_);
+  }
+}
+
 void Executor::with_failed_connections(const std::function<void(Context&)>& fn) {
   std::unique_lock<AsymmetricLock> run(run_mu_);
   if (!ctx_->has_failure())
@@ -147,15 +159,7 @@ void Executor::with_failed_connections(const std::function<void(Context&)>& fn) 
                       "kolo: rank " + std::to_string(group_.rank) + " of group " + group_.name + " aborted: re-forming it");
   if (!failed_) {
     // What the engine thread does when it finds the failure while idle (executor_thread.cpp).
-    try {
-      raise_failure("rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
-                        group_.name + ")",
-                    ctx_->failure());
-    } catch (const Error& e) {
-      group_error_ = std::current_exception();
-      group_error_text_ = e.what();
-      fail_group(e, group_);
-    }
+    fail_group_from_context();
   }
   fn(*ctx_);
 }

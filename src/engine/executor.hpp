@@ -176,6 +176,9 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   bool post_queued_point_to_point();                  // run_mu_ held
   void fail_group(const std::string& reason, int culprit, ErrorKind kind);
   void fail_group(const std::exception& e, const GroupInfo& g);  // e names ranks of g
+  // The context's failure, found with no operation running (the engine thread idle, or a
+  // re-forming group), becomes the group's error: the next operation reports it. Run lock held.
+  void fail_group_from_context();
   std::exception_ptr not_run_error(const Task& t) const;
   std::string where(const Task& t) const;
 

@@ -136,15 +136,7 @@ void Executor::loop() {
       // Idle but point-to-point operations are in flight, or a failure needs handling.
       if (ctx_->has_failure() && !failed_) {
         // A peer failed while this rank was idle: the next operation reports it.
-        try {
-          raise_failure("rank " + std::to_string(group_.rank) + " of " + std::to_string(group_.size) + " (group " +
-                            group_.name + ")",
-                        ctx_->failure());
-        } catch (const Error& e) {
-          group_error_ = std::current_exception();
-          group_error_text_ = e.what();
-          fail_group(e, group_);
-        }
+        fail_group_from_context();
         continue;
       }
       if (!ctx_->poll()) ctx_->block(std::chrono::microseconds(1000), key);

@@ -33,13 +33,13 @@ static std::string job_tag(const engine::Secret& secret, const std::string& pref
   return out;
 }
 
-std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
-                                                         const std::string& name, int rank, int size,
-                                                         std::chrono::milliseconds timeout, const engine::Secret* secret,
-                                                         const std::string& secret_text, const std::string& transport,
-                                                         std::chrono::milliseconds connect_timeout, const engine::Reuse* reuse) {
+// What every group starts as, whether it connects or shares its parent's connections: its own
+// root of a line (generation 0), and no message numbered yet.
+static std::unique_ptr<ProcessGroup::Impl> new_impl(std::shared_ptr<Store> store, const std::string& prefix,
+                                                    const std::string& name, int rank, int size,
+                                                    std::chrono::milliseconds timeout, const std::string& transport) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
-  impl->store = store;
+  impl->store = std::move(store);
   impl->prefix = prefix;
   impl->name = name;
   impl->root_prefix = prefix;
@@ -48,16 +48,30 @@ std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, c
   impl->size = size;
   impl->timeout = timeout;
   impl->transport = transport;
-  impl->secret = secret ? *secret : engine::agree_secret(*store, prefix, rank, secret_text);
   impl->send_seq.assign(static_cast<size_t>(size), 0);
   impl->recv_seq.assign(static_cast<size_t>(size), 0);
+  return impl;
+}
+
+// The ranks' host identities, and the layout algorithms see (one host when they are unknown).
+static void set_hosts(ProcessGroup::Impl& impl, std::vector<std::string> host_ids) {
+  impl.host_ids = std::move(host_ids);
+  impl.hosts = impl.host_ids.size() == static_cast<size_t>(impl.size) ? algo::HostLayout::from_ids(impl.host_ids)
+                                                                      : algo::HostLayout::single_host(impl.size);
+}
+
+std::unique_ptr<ProcessGroup::Impl> connect_impl(std::shared_ptr<Store> store, const std::string& prefix,
+                                                         const std::string& name, int rank, int size,
+                                                         std::chrono::milliseconds timeout, const engine::Secret* secret,
+                                                         const std::string& secret_text, const std::string& transport,
+                                                         std::chrono::milliseconds connect_timeout, const engine::Reuse* reuse) {
+  auto impl = new_impl(store, prefix, name, rank, size, timeout, transport);
+  impl->secret = secret ? *secret : engine::agree_secret(*store, prefix, rank, secret_text);
   const auto connect_for = connect_timeout.count() > 0 ? connect_timeout : timeout;
   auto connected =
       engine::connect_group(*store, prefix, rank, size, impl->secret, Clock::now() + connect_for, transport, reuse);
   impl->carried = connected.carried;
-  impl->host_ids = connected.host_ids;
-  impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
-                                                                   : algo::HostLayout::single_host(size);
+  set_hosts(*impl, connected.host_ids);
   engine::GroupInfo info;
   info.name = name;
   info.rank = rank;
@@ -83,24 +97,13 @@ std::unique_ptr<ProcessGroup::Impl> share_impl(const ProcessGroup::Impl& parent,
                                                        const std::string& name, int rank,
                                                        const std::vector<int>& parent_ranks,
                                                        std::chrono::milliseconds timeout) {
-  auto impl = std::make_unique<ProcessGroup::Impl>();
   const int size = static_cast<int>(parent_ranks.size());
-  impl->store = parent.store;
-  impl->prefix = prefix;
-  impl->name = name;
-  impl->root_prefix = prefix;
-  impl->root_name = name;
-  impl->rank = rank;
-  impl->size = size;
-  impl->timeout = timeout;
-  impl->transport = parent.transport;
+  auto impl = new_impl(parent.store, prefix, name, rank, size, timeout, parent.transport);
   impl->secret = parent.secret;
-  impl->send_seq.assign(static_cast<size_t>(size), 0);
-  impl->recv_seq.assign(static_cast<size_t>(size), 0);
+  std::vector<std::string> host_ids;
   if (parent.host_ids.size() == static_cast<size_t>(parent.size))
-    for (int r : parent_ranks) impl->host_ids.push_back(parent.host_ids[static_cast<size_t>(r)]);
-  impl->hosts = impl->host_ids.size() == static_cast<size_t>(size) ? algo::HostLayout::from_ids(impl->host_ids)
-                                                                   : algo::HostLayout::single_host(size);
+    for (int r : parent_ranks) host_ids.push_back(parent.host_ids[static_cast<size_t>(r)]);
+  set_hosts(*impl, std::move(host_ids));
   impl->executor = parent.executor;
   impl->connections = parent.connections;
   const engine::GroupInfo& owner = parent.executor->group();

@@ -10,6 +10,7 @@
 #include "common/log.hpp"
 #include "common/config.hpp"
 #include "kolo/error.hpp"
+#include "transports/common/hand_over.hpp"
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
 #include "transports/setup_failure.hpp"
@@ -322,32 +323,7 @@ std::unique_ptr<transport::Device> TcpDevice::hand_over(const Handover& h) {
     m.pair->begin_resync(mine, expect);
     moving.push_back(std::move(m));
   }
-  auto who = [](const Moving& m) {
-    return "rank " + std::to_string(m.peer) + " (rank " + std::to_string(m.old_peer) + " of the group it leaves)";
-  };
-  // Every marker goes out while we read: two ranks whose socket buffers are full of each other's
-  // old bytes drain them for each other.
-  for (;;) {
-    std::vector<pollfd> fds;
-    const Moving* late = nullptr;
-    for (auto& m : moving) {
-      if (m.done) continue;
-      try {
-        m.done = m.pair->resync_step();
-      } catch (const Error& e) {
-        throw PeerError("tcp transport: handing over the connection to " + who(m) + " failed: " + e.what(), m.peer);
-      }
-      if (m.done) continue;
-      if (!late) late = &m;
-      fds.push_back(pollfd{m.pair->fd(), static_cast<short>(POLLIN | (m.pair->resync_writing() ? POLLOUT : 0)), 0});
-    }
-    if (fds.empty()) break;
-    if (std::chrono::steady_clock::now() >= h.boot.deadline)
-      throw TimeoutError("tcp transport: " + who(*late) + " did not answer the hand-over of its connection to rank " +
-                             std::to_string(h.boot.rank) + " before the timeout",
-                         late->peer);
-    ::poll(fds.data(), fds.size(), 10);
-  }
+  transport::drive_hand_over(moving, "tcp transport", h.boot.rank, h.boot.deadline);
   for (auto& m : moving) {
     m.pair->finish_resync(m.peer, h.boot.failures);
     dev->adopt_pair(std::move(m.pair));
