@@ -131,35 +131,7 @@ void Model<Real>::zero_grad() {
 
 template <class Real>
 void Model<Real>::resize_activations(int B, int T) {
-  const size_t N = size_t(B) * T, C = config_.dim, L = config_.layers, V = config_.vocab;
-  const size_t H = config_.heads;
-  encoded_.resize(N * C);
-  ln1_.resize(L * N * C);
-  ln1_mean_.resize(L * N);
-  ln1_rstd_.resize(L * N);
-  qkv_.resize(L * N * 3 * C);
-  att_.resize(L * B * H * T * T);
-  atty_.resize(L * N * C);
-  resid2_.resize(L * N * C);
-  ln2_.resize(L * N * C);
-  ln2_mean_.resize(L * N);
-  ln2_rstd_.resize(L * N);
-  fch_.resize(L * N * 4 * C);
-  fch_gelu_.resize(L * N * 4 * C);
-  resid3_.resize(L * N * C);
-  lnf_.resize(N * C);
-  lnf_mean_.resize(N);
-  lnf_rstd_.resize(N);
-  logits_.resize(N * V);
-  probs_.resize(N * V);
-  scratch_.resize(N * C);
-  dresid_.resize(N * C);
-  dln_.resize(N * C);
-  datty_.resize(N * C);
-  dqkv_.resize(N * 3 * C);
-  dfch_.resize(N * 4 * C);
-  dfch_gelu_.resize(N * 4 * C);
-  dlogits_.resize(N * V);
+  act_.resize(config_, B, T);
 }
 
 template <class Real>
@@ -183,43 +155,43 @@ Real Model<Real>::forward(const int* tokens, const int* targets, int B, int T) {
   resize_activations(B, T);
 
   const int C = c.dim, H = c.heads, NN = int(N);
-  embedding_forward(encoded_.data(), tokens, param(0), param(1), B, T, C);
-  const Real* x = encoded_.data();
+  embedding_forward(act_.encoded.data(), tokens, param(0), param(1), B, T, C);
+  const Real* x = act_.encoded.data();
   for (int l = 0; l < c.layers; ++l) {
     const size_t lnc = size_t(l) * N * C, ln = size_t(l) * N;
-    Real* ln1 = ln1_.data() + lnc;
-    Real* qkv = qkv_.data() + lnc * 3;
-    Real* att = att_.data() + size_t(l) * B * H * T * T;
-    Real* atty = atty_.data() + lnc;
-    Real* resid2 = resid2_.data() + lnc;
-    Real* ln2 = ln2_.data() + lnc;
-    Real* fch = fch_.data() + lnc * 4;
-    Real* fch_gelu = fch_gelu_.data() + lnc * 4;
-    Real* resid3 = resid3_.data() + lnc;
+    Real* ln1 = act_.ln1.data() + lnc;
+    Real* qkv = act_.qkv.data() + lnc * 3;
+    Real* att = act_.att.data() + size_t(l) * B * H * T * T;
+    Real* atty = act_.atty.data() + lnc;
+    Real* resid2 = act_.resid2.data() + lnc;
+    Real* ln2 = act_.ln2.data() + lnc;
+    Real* fch = act_.fch.data() + lnc * 4;
+    Real* fch_gelu = act_.fch_gelu.data() + lnc * 4;
+    Real* resid3 = act_.resid3.data() + lnc;
 
-    layernorm_forward(ln1, ln1_mean_.data() + ln, ln1_rstd_.data() + ln, x, param(block_param(l, kLn1W)),
+    layernorm_forward(ln1, act_.ln1_mean.data() + ln, act_.ln1_rstd.data() + ln, x, param(block_param(l, kLn1W)),
                       param(block_param(l, kLn1B)), NN, C);
     linear_forward(qkv, ln1, param(block_param(l, kQkvW)), param(block_param(l, kQkvB)), NN, C, 3 * C);
     attention_forward(atty, att, qkv, B, T, C, H);
-    linear_forward(scratch_.data(), atty, param(block_param(l, kAttnProjW)), param(block_param(l, kAttnProjB)), NN,
+    linear_forward(act_.scratch.data(), atty, param(block_param(l, kAttnProjW)), param(block_param(l, kAttnProjB)), NN,
                    C, C);
     std::copy(x, x + N * C, resid2);
-    add_into(resid2, scratch_.data(), N * C);
+    add_into(resid2, act_.scratch.data(), N * C);
 
-    layernorm_forward(ln2, ln2_mean_.data() + ln, ln2_rstd_.data() + ln, resid2, param(block_param(l, kLn2W)),
+    layernorm_forward(ln2, act_.ln2_mean.data() + ln, act_.ln2_rstd.data() + ln, resid2, param(block_param(l, kLn2W)),
                       param(block_param(l, kLn2B)), NN, C);
     linear_forward(fch, ln2, param(block_param(l, kFcW)), param(block_param(l, kFcB)), NN, C, 4 * C);
     gelu_forward(fch_gelu, fch, N * 4 * C);
-    linear_forward(scratch_.data(), fch_gelu, param(block_param(l, kMlpProjW)), param(block_param(l, kMlpProjB)),
+    linear_forward(act_.scratch.data(), fch_gelu, param(block_param(l, kMlpProjW)), param(block_param(l, kMlpProjB)),
                    NN, 4 * C, C);
     std::copy(resid2, resid2 + N * C, resid3);
-    add_into(resid3, scratch_.data(), N * C);
+    add_into(resid3, act_.scratch.data(), N * C);
     x = resid3;
   }
-  layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, param(lnf_weight()), param(lnf_bias()), NN,
+  layernorm_forward(act_.lnf.data(), act_.lnf_mean.data(), act_.lnf_rstd.data(), x, param(lnf_weight()), param(lnf_bias()), NN,
                     C);
-  linear_forward<Real>(logits_.data(), lnf_.data(), param(0), nullptr, NN, C, c.vocab);  // tied head
-  return softmax_cross_entropy_forward(probs_.data(), logits_.data(), targets, NN, c.vocab);
+  linear_forward<Real>(act_.logits.data(), act_.lnf.data(), param(0), nullptr, NN, C, c.vocab);  // tied head
+  return softmax_cross_entropy_forward(act_.probs.data(), act_.logits.data(), targets, NN, c.vocab);
 }
 
 template <class Real>
@@ -234,29 +206,29 @@ void Model<Real>::backward(Real loss_scale, const std::function<void(size_t)>& o
   };
 
   // Head: loss -> logits -> lnf output (the wte gradient from here is not final yet).
-  softmax_cross_entropy_backward(dlogits_.data(), probs_.data(), targets_.data(), NN, V, loss_scale);
-  zero(dln_);
-  linear_backward<Real>(dln_.data(), grad(0), nullptr, dlogits_.data(), lnf_.data(), param(0), NN, C, V);
-  zero(dresid_);
-  const Real* last = resid3_.data() + size_t(c.layers - 1) * N * C;
-  layernorm_backward(dresid_.data(), grad(lnf_weight()), grad(lnf_bias()), dln_.data(), last, param(lnf_weight()),
-                     lnf_mean_.data(), lnf_rstd_.data(), NN, C);
+  softmax_cross_entropy_backward(act_.dlogits.data(), act_.probs.data(), targets_.data(), NN, V, loss_scale);
+  zero(act_.dln);
+  linear_backward<Real>(act_.dln.data(), grad(0), nullptr, act_.dlogits.data(), act_.lnf.data(), param(0), NN, C, V);
+  zero(act_.dresid);
+  const Real* last = act_.resid3.data() + size_t(c.layers - 1) * N * C;
+  layernorm_backward(act_.dresid.data(), grad(lnf_weight()), grad(lnf_bias()), act_.dln.data(), last, param(lnf_weight()),
+                     act_.lnf_mean.data(), act_.lnf_rstd.data(), NN, C);
   ready(lnf_bias());
   ready(lnf_weight());
 
-  // Blocks, last to first. dresid_ holds the gradient of the residual stream; each residual add
+  // Blocks, last to first. act_.dresid holds the gradient of the residual stream; each residual add
   // passes it through unchanged, and each branch adds its input gradient to it.
   for (int l = c.layers - 1; l >= 0; --l) {
     const size_t lnc = size_t(l) * N * C, ln = size_t(l) * N;
-    const Real* x = l == 0 ? encoded_.data() : resid3_.data() + lnc - N * C;
-    const Real* ln1 = ln1_.data() + lnc;
-    const Real* qkv = qkv_.data() + lnc * 3;
-    const Real* att = att_.data() + size_t(l) * B * H * T * T;
-    const Real* atty = atty_.data() + lnc;
-    const Real* resid2 = resid2_.data() + lnc;
-    const Real* ln2 = ln2_.data() + lnc;
-    const Real* fch = fch_.data() + lnc * 4;
-    const Real* fch_gelu = fch_gelu_.data() + lnc * 4;
+    const Real* x = l == 0 ? act_.encoded.data() : act_.resid3.data() + lnc - N * C;
+    const Real* ln1 = act_.ln1.data() + lnc;
+    const Real* qkv = act_.qkv.data() + lnc * 3;
+    const Real* att = act_.att.data() + size_t(l) * B * H * T * T;
+    const Real* atty = act_.atty.data() + lnc;
+    const Real* resid2 = act_.resid2.data() + lnc;
+    const Real* ln2 = act_.ln2.data() + lnc;
+    const Real* fch = act_.fch.data() + lnc * 4;
+    const Real* fch_gelu = act_.fch_gelu.data() + lnc * 4;
     auto p = [&](BlockParam k) { return param(block_param(l, k)); };
     auto g = [&](BlockParam k) { return grad(block_param(l, k)); };
     auto ready_pair = [&](BlockParam bias, BlockParam weight) {
@@ -265,34 +237,34 @@ void Model<Real>::backward(Real loss_scale, const std::function<void(size_t)>& o
     };
 
     // MLP branch: resid3 = resid2 + mlp_proj(gelu(fc(ln2(resid2)))).
-    zero(dfch_gelu_);
-    linear_backward(dfch_gelu_.data(), g(kMlpProjW), g(kMlpProjB), dresid_.data(), fch_gelu, p(kMlpProjW), NN, 4 * C,
+    zero(act_.dfch_gelu);
+    linear_backward(act_.dfch_gelu.data(), g(kMlpProjW), g(kMlpProjB), act_.dresid.data(), fch_gelu, p(kMlpProjW), NN, 4 * C,
                     C);
     ready_pair(kMlpProjB, kMlpProjW);
-    zero(dfch_);
-    gelu_backward(dfch_.data(), fch, dfch_gelu_.data(), N * 4 * C);
-    zero(dln_);
-    linear_backward(dln_.data(), g(kFcW), g(kFcB), dfch_.data(), ln2, p(kFcW), NN, C, 4 * C);
+    zero(act_.dfch);
+    gelu_backward(act_.dfch.data(), fch, act_.dfch_gelu.data(), N * 4 * C);
+    zero(act_.dln);
+    linear_backward(act_.dln.data(), g(kFcW), g(kFcB), act_.dfch.data(), ln2, p(kFcW), NN, C, 4 * C);
     ready_pair(kFcB, kFcW);
-    layernorm_backward(dresid_.data(), g(kLn2W), g(kLn2B), dln_.data(), resid2, p(kLn2W), ln2_mean_.data() + ln,
-                       ln2_rstd_.data() + ln, NN, C);
+    layernorm_backward(act_.dresid.data(), g(kLn2W), g(kLn2B), act_.dln.data(), resid2, p(kLn2W), act_.ln2_mean.data() + ln,
+                       act_.ln2_rstd.data() + ln, NN, C);
     ready_pair(kLn2B, kLn2W);
 
     // Attention branch: resid2 = x + proj(attention(qkv(ln1(x)))).
-    zero(datty_);
-    linear_backward(datty_.data(), g(kAttnProjW), g(kAttnProjB), dresid_.data(), atty, p(kAttnProjW), NN, C, C);
+    zero(act_.datty);
+    linear_backward(act_.datty.data(), g(kAttnProjW), g(kAttnProjB), act_.dresid.data(), atty, p(kAttnProjW), NN, C, C);
     ready_pair(kAttnProjB, kAttnProjW);
-    zero(dqkv_);
-    attention_backward(dqkv_.data(), datty_.data(), qkv, att, B, T, C, H);
-    zero(dln_);
-    linear_backward(dln_.data(), g(kQkvW), g(kQkvB), dqkv_.data(), ln1, p(kQkvW), NN, C, 3 * C);
+    zero(act_.dqkv);
+    attention_backward(act_.dqkv.data(), act_.datty.data(), qkv, att, B, T, C, H);
+    zero(act_.dln);
+    linear_backward(act_.dln.data(), g(kQkvW), g(kQkvB), act_.dqkv.data(), ln1, p(kQkvW), NN, C, 3 * C);
     ready_pair(kQkvB, kQkvW);
-    layernorm_backward(dresid_.data(), g(kLn1W), g(kLn1B), dln_.data(), x, p(kLn1W), ln1_mean_.data() + ln,
-                       ln1_rstd_.data() + ln, NN, C);
+    layernorm_backward(act_.dresid.data(), g(kLn1W), g(kLn1B), act_.dln.data(), x, p(kLn1W), act_.ln1_mean.data() + ln,
+                       act_.ln1_rstd.data() + ln, NN, C);
     ready_pair(kLn1B, kLn1W);
   }
 
-  embedding_backward(grad(0), grad(1), dresid_.data(), tokens_.data(), B, T, C);
+  embedding_backward(grad(0), grad(1), act_.dresid.data(), tokens_.data(), B, T, C);
   ready(1);  // wpe
   ready(0);  // wte: both its uses (head and embedding) are in now
 }

@@ -13,8 +13,10 @@
 #include <functional>
 #include <vector>
 
+#include "activations.hpp"
 #include "blas.hpp"
 #include "config.hpp"
+#include "param_index.hpp"
 
 namespace kolo::gpt {
 
@@ -47,7 +49,7 @@ class Model {
   // mean cross-entropy over the B*T positions; with targets null it returns 0 (logits are still
   // computed, and backward is not allowed). Throws std::invalid_argument on bad input.
   Real forward(const int* tokens, const int* targets, int B, int T);
-  const Real* logits() const { return logits_.data(); }  // [B,T,vocab] of the last forward
+  const Real* logits() const { return act_.logits.data(); }  // [B,T,vocab] of the last forward
   int last_batch() const { return B_; }
   int last_seq() const { return T_; }
 
@@ -60,14 +62,8 @@ class Model {
   void zero_grad();
 
  private:
-  // Indexes into layout_ of the parameters of one block, in creation order.
-  enum BlockParam : size_t {
-    kLn1W, kLn1B, kQkvW, kQkvB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB,
-    kParamsPerBlock
-  };
-  size_t block_param(int layer, BlockParam p) const { return 2 + size_t(layer) * kParamsPerBlock + p; }
-  size_t lnf_weight() const { return 2 + size_t(config_.layers) * kParamsPerBlock; }
-  size_t lnf_bias() const { return lnf_weight() + 1; }
+  size_t lnf_weight() const { return gpt::lnf_weight(config_); }
+  size_t lnf_bias() const { return gpt::lnf_bias(config_); }
   Real* param(size_t i) { return params_.data() + layout_[i].offset; }
   Real* grad(size_t i) { return grads_.data() + layout_[i].offset; }
 
@@ -82,21 +78,7 @@ class Model {
   int B_ = 0, T_ = 0;
   bool has_targets_ = false;
   std::vector<int> tokens_, targets_;
-  std::vector<Real> encoded_;                       // [N,C] embedding output
-  std::vector<Real> ln1_, ln1_mean_, ln1_rstd_;     // [L,N,C], [L,N], [L,N]
-  std::vector<Real> qkv_;                           // [L,N,3C]
-  std::vector<Real> att_;                           // [L,B,H,T,T] attention probabilities
-  std::vector<Real> atty_;                          // [L,N,C] attention output before projection
-  std::vector<Real> resid2_;                        // [L,N,C] x after the attention residual
-  std::vector<Real> ln2_, ln2_mean_, ln2_rstd_;     // [L,N,C], [L,N], [L,N]
-  std::vector<Real> fch_, fch_gelu_;                // [L,N,4C] MLP hidden before/after GELU
-  std::vector<Real> resid3_;                        // [L,N,C] block output
-  std::vector<Real> lnf_, lnf_mean_, lnf_rstd_;     // [N,C], [N], [N]
-  std::vector<Real> logits_, probs_;                // [N,V]
-  std::vector<Real> scratch_;                       // [N,C] projection output before the residual add
-
-  // Gradients of activations, reused by every block during backward.
-  std::vector<Real> dresid_, dln_, datty_, dqkv_, dfch_, dfch_gelu_, dlogits_;
+  Activations<std::vector<Real>> act_;
 };
 
 extern template class Model<float>;

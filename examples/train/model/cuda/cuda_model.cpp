@@ -62,46 +62,20 @@ void CudaModel::download_grads(float* host) { cuda::download(host, grads_.get(),
 void CudaModel::zero_grad() { cuda::zero(grads_.get(), total_ * sizeof(float), stream_); }
 
 std::vector<float> CudaModel::logits() {
-  std::vector<float> out(logits_.size());
-  cuda::download(out.data(), logits_.get(), out.size() * sizeof(float), stream_);
+  std::vector<float> out(act_.logits.size());
+  cuda::download(out.data(), act_.logits.get(), out.size() * sizeof(float), stream_);
   return out;
 }
 
 void CudaModel::resize_activations(int B, int T) {
-  if (B == B_ && T == T_ && encoded_.get() != nullptr) return;
+  if (B == B_ && T == T_ && act_.encoded.get() != nullptr) return;
   // Only the memory of a finished step is dropped here: forward() is called between steps.
   cuda::synchronize(stream_);
-  const size_t N = size_t(B) * T, C = config_.dim, L = config_.layers, V = config_.vocab, H = config_.heads;
+  const size_t N = size_t(B) * T, H = config_.heads;
+  act_.resize(config_, B, T);
   tokens_.resize(N);
   targets_.resize(N);
-  encoded_.resize(N * C);
-  ln1_.resize(L * N * C);
-  ln1_mean_.resize(L * N);
-  ln1_rstd_.resize(L * N);
-  qkv_.resize(L * N * 3 * C);
-  att_.resize(L * B * H * T * T);
-  atty_.resize(L * N * C);
-  resid2_.resize(L * N * C);
-  ln2_.resize(L * N * C);
-  ln2_mean_.resize(L * N);
-  ln2_rstd_.resize(L * N);
-  fch_.resize(L * N * 4 * C);
-  fch_gelu_.resize(L * N * 4 * C);
-  resid3_.resize(L * N * C);
-  lnf_.resize(N * C);
-  lnf_mean_.resize(N);
-  lnf_rstd_.resize(N);
-  logits_.resize(N * V);
-  probs_.resize(N * V);
   losses_.resize(N);
-  scratch_.resize(N * C);
-  dresid_.resize(N * C);
-  dln_.resize(N * C);
-  datty_.resize(N * C);
-  dqkv_.resize(N * 3 * C);
-  dfch_.resize(N * 4 * C);
-  dfch_gelu_.resize(N * 4 * C);
-  dlogits_.resize(N * V);
   dscores_.resize(size_t(B) * H * T * T);
   host_losses_.resize(N);
 }
@@ -148,39 +122,39 @@ float CudaModel::forward(const int* tokens, const int* targets, int B, int T) {
   if (targets) cuda::upload(targets_.get(), targets, N * sizeof(int), stream_);
 
   const int C = c.dim, H = c.heads, NN = int(N);
-  cuda::embedding_forward(encoded_.get(), tokens_.get(), param(0), param(1), NN, T, C, stream_);
-  const float* x = encoded_.get();
+  cuda::embedding_forward(act_.encoded.get(), tokens_.get(), param(0), param(1), NN, T, C, stream_);
+  const float* x = act_.encoded.get();
   for (int l = 0; l < c.layers; ++l) {
     const size_t lnc = size_t(l) * N * C, ln = size_t(l) * N;
-    float* ln1 = ln1_.get() + lnc;
-    float* qkv = qkv_.get() + lnc * 3;
-    float* att = att_.get() + size_t(l) * B * H * T * T;
-    float* atty = atty_.get() + lnc;
-    float* resid2 = resid2_.get() + lnc;
-    float* ln2 = ln2_.get() + lnc;
-    float* fch = fch_.get() + lnc * 4;
-    float* fch_gelu = fch_gelu_.get() + lnc * 4;
-    float* resid3 = resid3_.get() + lnc;
+    float* ln1 = act_.ln1.get() + lnc;
+    float* qkv = act_.qkv.get() + lnc * 3;
+    float* att = act_.att.get() + size_t(l) * B * H * T * T;
+    float* atty = act_.atty.get() + lnc;
+    float* resid2 = act_.resid2.get() + lnc;
+    float* ln2 = act_.ln2.get() + lnc;
+    float* fch = act_.fch.get() + lnc * 4;
+    float* fch_gelu = act_.fch_gelu.get() + lnc * 4;
+    float* resid3 = act_.resid3.get() + lnc;
     auto p = [&](BlockParam k) { return param(block_param(l, k)); };
 
-    cuda::layernorm_forward(ln1, ln1_mean_.get() + ln, ln1_rstd_.get() + ln, x, p(kLn1W), p(kLn1B), NN, C, stream_);
+    cuda::layernorm_forward(ln1, act_.ln1_mean.get() + ln, act_.ln1_rstd.get() + ln, x, p(kLn1W), p(kLn1B), NN, C, stream_);
     linear_forward(qkv, ln1, p(kQkvW), p(kQkvB), NN, C, 3 * C);
     cuda::attention_forward(atty, att, qkv, B, T, C, H, stream_);
-    linear_forward(scratch_.get(), atty, p(kAttnProjW), p(kAttnProjB), NN, C, C);
-    cuda::add(resid2, x, scratch_.get(), N * C, stream_);
+    linear_forward(act_.scratch.get(), atty, p(kAttnProjW), p(kAttnProjB), NN, C, C);
+    cuda::add(resid2, x, act_.scratch.get(), N * C, stream_);
 
-    cuda::layernorm_forward(ln2, ln2_mean_.get() + ln, ln2_rstd_.get() + ln, resid2, p(kLn2W), p(kLn2B), NN, C,
+    cuda::layernorm_forward(ln2, act_.ln2_mean.get() + ln, act_.ln2_rstd.get() + ln, resid2, p(kLn2W), p(kLn2B), NN, C,
                             stream_);
     linear_forward(fch, ln2, p(kFcW), p(kFcB), NN, C, 4 * C);
     cuda::gelu_forward(fch_gelu, fch, N * 4 * C, stream_);
-    linear_forward(scratch_.get(), fch_gelu, p(kMlpProjW), p(kMlpProjB), NN, 4 * C, C);
-    cuda::add(resid3, resid2, scratch_.get(), N * C, stream_);
+    linear_forward(act_.scratch.get(), fch_gelu, p(kMlpProjW), p(kMlpProjB), NN, 4 * C, C);
+    cuda::add(resid3, resid2, act_.scratch.get(), N * C, stream_);
     x = resid3;
   }
-  cuda::layernorm_forward(lnf_.get(), lnf_mean_.get(), lnf_rstd_.get(), x, param(lnf_weight()), param(lnf_bias()), NN,
+  cuda::layernorm_forward(act_.lnf.get(), act_.lnf_mean.get(), act_.lnf_rstd.get(), x, param(lnf_weight()), param(lnf_bias()), NN,
                           C, stream_);
-  linear_forward(logits_.get(), lnf_.get(), param(0), nullptr, NN, C, c.vocab);  // tied head
-  cuda::softmax_cross_entropy_forward(probs_.get(), losses_.get(), logits_.get(), targets ? targets_.get() : nullptr,
+  linear_forward(act_.logits.get(), act_.lnf.get(), param(0), nullptr, NN, C, c.vocab);  // tied head
+  cuda::softmax_cross_entropy_forward(act_.probs.get(), losses_.get(), act_.logits.get(), targets ? targets_.get() : nullptr,
                                       NN, c.vocab, stream_);
   cuda::check_launch("the forward kernels");
   if (!targets) return 0.0f;
@@ -202,26 +176,26 @@ void CudaModel::backward(float loss_scale, const std::function<void(size_t)>& on
   };
 
   // Head: loss -> logits -> lnf output (the wte gradient from here is not final yet).
-  cuda::softmax_cross_entropy_backward(dlogits_.get(), probs_.get(), targets_.get(), NN, V, loss_scale, stream_);
-  linear_backward(dln_.get(), grad(0), nullptr, dlogits_.get(), lnf_.get(), param(0), NN, C, V);
-  cuda::zero(dresid_.get(), N * C * sizeof(float), stream_);
-  const float* last = resid3_.get() + size_t(c.layers - 1) * N * C;
-  cuda::layernorm_backward(dresid_.get(), grad(lnf_weight()), grad(lnf_bias()), dln_.get(), last, param(lnf_weight()),
-                           lnf_mean_.get(), lnf_rstd_.get(), NN, C, stream_);
+  cuda::softmax_cross_entropy_backward(act_.dlogits.get(), act_.probs.get(), targets_.get(), NN, V, loss_scale, stream_);
+  linear_backward(act_.dln.get(), grad(0), nullptr, act_.dlogits.get(), act_.lnf.get(), param(0), NN, C, V);
+  cuda::zero(act_.dresid.get(), N * C * sizeof(float), stream_);
+  const float* last = act_.resid3.get() + size_t(c.layers - 1) * N * C;
+  cuda::layernorm_backward(act_.dresid.get(), grad(lnf_weight()), grad(lnf_bias()), act_.dln.get(), last, param(lnf_weight()),
+                           act_.lnf_mean.get(), act_.lnf_rstd.get(), NN, C, stream_);
   ready(lnf_bias());
   ready(lnf_weight());
 
   for (int l = c.layers - 1; l >= 0; --l) {
     const size_t lnc = size_t(l) * N * C, ln = size_t(l) * N;
-    const float* x = l == 0 ? encoded_.get() : resid3_.get() + lnc - N * C;
-    const float* ln1 = ln1_.get() + lnc;
-    const float* qkv = qkv_.get() + lnc * 3;
-    const float* att = att_.get() + size_t(l) * B * H * T * T;
-    const float* atty = atty_.get() + lnc;
-    const float* resid2 = resid2_.get() + lnc;
-    const float* ln2 = ln2_.get() + lnc;
-    const float* fch = fch_.get() + lnc * 4;
-    const float* fch_gelu = fch_gelu_.get() + lnc * 4;
+    const float* x = l == 0 ? act_.encoded.get() : act_.resid3.get() + lnc - N * C;
+    const float* ln1 = act_.ln1.get() + lnc;
+    const float* qkv = act_.qkv.get() + lnc * 3;
+    const float* att = act_.att.get() + size_t(l) * B * H * T * T;
+    const float* atty = act_.atty.get() + lnc;
+    const float* resid2 = act_.resid2.get() + lnc;
+    const float* ln2 = act_.ln2.get() + lnc;
+    const float* fch = act_.fch.get() + lnc * 4;
+    const float* fch_gelu = act_.fch_gelu.get() + lnc * 4;
     auto p = [&](BlockParam k) { return param(block_param(l, k)); };
     auto g = [&](BlockParam k) { return grad(block_param(l, k)); };
     auto ready_pair = [&](BlockParam bias, BlockParam weight) {
@@ -230,27 +204,27 @@ void CudaModel::backward(float loss_scale, const std::function<void(size_t)>& on
     };
 
     // MLP branch: resid3 = resid2 + mlp_proj(gelu(fc(ln2(resid2)))).
-    linear_backward(dfch_gelu_.get(), g(kMlpProjW), g(kMlpProjB), dresid_.get(), fch_gelu, p(kMlpProjW), NN, 4 * C, C);
+    linear_backward(act_.dfch_gelu.get(), g(kMlpProjW), g(kMlpProjB), act_.dresid.get(), fch_gelu, p(kMlpProjW), NN, 4 * C, C);
     ready_pair(kMlpProjB, kMlpProjW);
-    cuda::gelu_backward(dfch_.get(), fch, dfch_gelu_.get(), N * 4 * C, stream_);
-    linear_backward(dln_.get(), g(kFcW), g(kFcB), dfch_.get(), ln2, p(kFcW), NN, C, 4 * C);
+    cuda::gelu_backward(act_.dfch.get(), fch, act_.dfch_gelu.get(), N * 4 * C, stream_);
+    linear_backward(act_.dln.get(), g(kFcW), g(kFcB), act_.dfch.get(), ln2, p(kFcW), NN, C, 4 * C);
     ready_pair(kFcB, kFcW);
-    cuda::layernorm_backward(dresid_.get(), g(kLn2W), g(kLn2B), dln_.get(), resid2, p(kLn2W), ln2_mean_.get() + ln,
-                             ln2_rstd_.get() + ln, NN, C, stream_);
+    cuda::layernorm_backward(act_.dresid.get(), g(kLn2W), g(kLn2B), act_.dln.get(), resid2, p(kLn2W), act_.ln2_mean.get() + ln,
+                             act_.ln2_rstd.get() + ln, NN, C, stream_);
     ready_pair(kLn2B, kLn2W);
 
     // Attention branch: resid2 = x + proj(attention(qkv(ln1(x)))).
-    linear_backward(datty_.get(), g(kAttnProjW), g(kAttnProjB), dresid_.get(), atty, p(kAttnProjW), NN, C, C);
+    linear_backward(act_.datty.get(), g(kAttnProjW), g(kAttnProjB), act_.dresid.get(), atty, p(kAttnProjW), NN, C, C);
     ready_pair(kAttnProjB, kAttnProjW);
-    cuda::attention_backward(dqkv_.get(), dscores_.get(), datty_.get(), qkv, att, B, T, C, H, stream_);
-    linear_backward(dln_.get(), g(kQkvW), g(kQkvB), dqkv_.get(), ln1, p(kQkvW), NN, C, 3 * C);
+    cuda::attention_backward(act_.dqkv.get(), dscores_.get(), act_.datty.get(), qkv, att, B, T, C, H, stream_);
+    linear_backward(act_.dln.get(), g(kQkvW), g(kQkvB), act_.dqkv.get(), ln1, p(kQkvW), NN, C, 3 * C);
     ready_pair(kQkvB, kQkvW);
-    cuda::layernorm_backward(dresid_.get(), g(kLn1W), g(kLn1B), dln_.get(), x, p(kLn1W), ln1_mean_.get() + ln,
-                             ln1_rstd_.get() + ln, NN, C, stream_);
+    cuda::layernorm_backward(act_.dresid.get(), g(kLn1W), g(kLn1B), act_.dln.get(), x, p(kLn1W), act_.ln1_mean.get() + ln,
+                             act_.ln1_rstd.get() + ln, NN, C, stream_);
     ready_pair(kLn1B, kLn1W);
   }
 
-  cuda::embedding_backward(grad(0), grad(1), dresid_.get(), tokens_.get(), NN, T, C, stream_);
+  cuda::embedding_backward(grad(0), grad(1), act_.dresid.get(), tokens_.get(), NN, T, C, stream_);
   cuda::check_launch("the backward kernels");
   ready(1);  // wpe
   ready(0);  // wte: both its uses (head and embedding) are in now

@@ -11,8 +11,10 @@
 #include <functional>
 #include <vector>
 
+#include "../activations.hpp"
 #include "../config.hpp"
 #include "../model.hpp"
+#include "../param_index.hpp"
 #include "cuda_support.hpp"
 
 namespace kolo::gpt {
@@ -50,13 +52,8 @@ class CudaModel {
   std::vector<float> logits();
 
  private:
-  enum BlockParam : size_t {
-    kLn1W, kLn1B, kQkvW, kQkvB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB,
-    kParamsPerBlock
-  };
-  size_t block_param(int layer, BlockParam p) const { return 2 + size_t(layer) * kParamsPerBlock + p; }
-  size_t lnf_weight() const { return 2 + size_t(config_.layers) * kParamsPerBlock; }
-  size_t lnf_bias() const { return lnf_weight() + 1; }
+  size_t lnf_weight() const { return gpt::lnf_weight(config_); }
+  size_t lnf_bias() const { return gpt::lnf_bias(config_); }
   float* param(size_t i) { return params_.get() + layout_[i].offset; }
   float* grad(size_t i) { return grads_.get() + layout_[i].offset; }
   void resize_activations(int B, int T);
@@ -77,11 +74,9 @@ class CudaModel {
   int B_ = 0, T_ = 0;
   bool has_targets_ = false;
   cuda::DeviceArray<int> tokens_, targets_;
-  // Activations of the last forward, as in Model (per-block ones stacked [layers, ...]).
-  cuda::DeviceArray<float> encoded_, ln1_, ln1_mean_, ln1_rstd_, qkv_, att_, atty_, resid2_, ln2_, ln2_mean_,
-      ln2_rstd_, fch_, fch_gelu_, resid3_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, scratch_;
-  // Gradients of activations, reused by every block.
-  cuda::DeviceArray<float> dresid_, dln_, datty_, dqkv_, dfch_, dfch_gelu_, dlogits_, dscores_;
+  Activations<cuda::DeviceArray<float>> act_;  // of the last forward, as in Model
+  cuda::DeviceArray<float> losses_;    // [N] per-position cross-entropy
+  cuda::DeviceArray<float> dscores_;   // [B,H,T,T] one block's attention score gradients
   std::vector<float> host_losses_;
 };
 
