@@ -4,7 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 namespace ipc_test {
 
@@ -64,8 +69,57 @@ std::string chained_case(IpcComm& comm, Algo algo, cudaStream_t s) {
   return "";
 }
 
+// The ring sums each chunk in its own order (ipc_ring.cpp), rounding after every addition, and
+// then copies the result to every rank: every rank must hold the same bits. Inputs that round
+// (k / 3 + rank / 7, positive so that nothing cancels), the result all-gathered (IpcComm's own
+// all-gather, checked elsewhere), every rank's copy compared bytewise with rank 0's, and each
+// element within the rounding of P additions of the exact sum (not garbage that happens to agree).
+std::string ring_same_bits_case(IpcComm& comm, DataType t, cudaStream_t s) {
+  const size_t count = 100003, es = esize(t);
+  std::vector<float> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = 0.5f + static_cast<float>(i % 97) / 3.0f / 97.0f + g_rank / 7.0f;
+  std::vector<uint8_t> host(count * es);
+  for (size_t i = 0; i < count; ++i) {
+    if (t == DataType::float32) {
+      std::memcpy(host.data() + i * 4, &mine[i], 4);
+    } else {
+      const __nv_bfloat16 b = __float2bfloat16(mine[i]);
+      std::memcpy(host.data() + i * 2, &b, 2);
+    }
+  }
+  DeviceBuffer in(count * es), out(count * es), all(count * es * g_world);
+  upload(in.ptr, host, s);
+  comm.all_reduce(in.ptr, out.ptr, count, t, Algo::kRing, s);
+  comm.all_gather(out.ptr, all.ptr, count, t, s);
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  std::vector<uint8_t> got(count * es * g_world);
+  check(cudaMemcpy(got.data(), all.ptr, got.size(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  comm.deregister(in.ptr);
+  comm.deregister(out.ptr);
+  comm.deregister(all.ptr);
+  const double tolerance = t == DataType::float32 ? 1e-5 : g_world * 0.0079;  // bfloat16: 2^-7 a rounding
+  for (size_t i = 0; i < count; ++i) {
+    for (int p = 1; p < g_world; ++p)
+      if (std::memcmp(got.data() + (p * count + i) * es, got.data() + i * es, es) != 0)
+        return "element " + std::to_string(i) + ": rank " + std::to_string(p) + " holds other bits than rank 0";
+    double exact = 0;
+    for (int p = 0; p < g_world; ++p) exact += 0.5 + static_cast<double>(i % 97) / 3.0 / 97.0 + p / 7.0;
+    float v;
+    if (t == DataType::float32) {
+      std::memcpy(&v, got.data() + i * 4, 4);
+    } else {
+      __nv_bfloat16 b;
+      std::memcpy(&b, got.data() + i * 2, 2);
+      v = __bfloat162float(b);
+    }
+    if (!(std::abs(v - exact) <= tolerance * exact))
+      return "element " + std::to_string(i) + " is " + std::to_string(v) + ", the exact sum " + std::to_string(exact);
+  }
+  return "";
+}
+
 void correctness(IpcComm& comm, cudaStream_t s) {
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush})
+  for (Algo algo : kolo::cuda_ipc::kAllAlgos)
     for (DataType t : {DataType::float32, DataType::bfloat16})
       for (size_t count : {size_t{1}, size_t{7}, size_t{1000003}}) {
         const std::string name = std::string("IpcAllReduce.") + kolo::cuda_ipc::algo_name(algo) + "/" +
@@ -79,7 +133,20 @@ void correctness(IpcComm& comm, cudaStream_t s) {
            [&] { return all_reduce_case(comm, Algo::kTwoShotPush, DataType::bfloat16, 1000003, true, s); });
   run_case("IpcAllReduce.leader-push/float32/count1000003/in_place/ranks" + std::to_string(g_world),
            [&] { return all_reduce_case(comm, Algo::kLeaderPush, DataType::float32, 1000003, true, s); });
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
+  // The ring: in place at every dtype, counts around the world size (fewer elements than ranks
+  // leave chunks empty) and 0, and the same bits on every rank (ring_same_bits_case).
+  for (DataType t : {DataType::float32, DataType::bfloat16, DataType::float16})
+    for (size_t count : {size_t{0}, size_t{2}, size_t{3}, size_t{5}, size_t{1000003}}) {
+      const std::string name = std::string("IpcAllReduce.ring/") + type_name(t) + "/count" + std::to_string(count) +
+                               "/in_place/ranks" + std::to_string(g_world);
+      run_case(name, [&] { return all_reduce_case(comm, Algo::kRing, t, count, true, s); });
+    }
+  run_case("IpcAllReduce.ring/float16/count1000003/ranks" + std::to_string(g_world),
+           [&] { return all_reduce_case(comm, Algo::kRing, DataType::float16, 1000003, false, s); });
+  for (DataType t : {DataType::float32, DataType::bfloat16})
+    run_case(std::string("IpcAllReduce.ring/same_bits/") + type_name(t) + "/ranks" + std::to_string(g_world),
+             [&] { return ring_same_bits_case(comm, t, s); });
+  for (Algo algo : kolo::cuda_ipc::kAllAlgos) {
     run_case(std::string("IpcAllReduce.chained/") + kolo::cuda_ipc::algo_name(algo) + "/ranks" + std::to_string(g_world),
              [&] { return chained_case(comm, algo, s); });
   }

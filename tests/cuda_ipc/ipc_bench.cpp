@@ -110,7 +110,7 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
                 model.phase_us(comm.placement().shared(), comm.ordering()), model.launch_us, model.hbm_gbps,
                 model.link_gbps);
   }
-  for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
+  for (Algo algo : kolo::cuda_ipc::kAllAlgos) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20, big}) {
       const int iters = bytes <= (size_t{64} << 10) ? 100 : bytes <= (size_t{16} << 20) ? 50 : 10;
       double host_us = 0;
@@ -119,7 +119,12 @@ void bench(IpcComm& comm, kolo::Store& store, cudaStream_t s) {
       }, &host_us);
       const double predicted =
           kolo::cuda_ipc::predict_us(algo, bytes, comm.placement(), comm.ordering(), model);
-      const double traffic = (algo == Algo::kOneShot ? n * (n + 1) : algo == Algo::kTwoShot ? 3 * n - 1 : 2 * n) * bytes;  // push kinds: 2 N S
+      // push kinds: 2 N S; the ring 5 (N - 1) S (ipc_test.cpp)
+      const double traffic = (algo == Algo::kOneShot   ? n * (n + 1)
+                              : algo == Algo::kTwoShot ? 3 * n - 1
+                              : algo == Algo::kRing    ? 5 * (n - 1)
+                                                       : 2 * n) *
+                             bytes;
       if (g_rank == 0) {
         std::printf("BENCH allreduce algo=%s ranks=%d bytes=%zu time_us=%.2f host_us_per_call=%.2f traffic_GBps=%.1f "
                     "ratio_to_copy=%.3f predicted_us=%.2f\n",

@@ -10,7 +10,7 @@ void unexportable_memory_checks(IpcComm& comm, cudaStream_t s) {
   for (Mem mem : {Mem::managed, Mem::pool}) {
     g_mem = mem;
     const std::string m = std::string("/") + mem_name(mem);
-    for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush}) {
+    for (Algo algo : kolo::cuda_ipc::kAllAlgos) {
       run_case(std::string("IpcBounce.all_reduce/") + kolo::cuda_ipc::algo_name(algo) + m + ranks,
                [&] { return all_reduce_case(comm, algo, DataType::float32, 100003, false, s); });
       if (algo != Algo::kOneShot)

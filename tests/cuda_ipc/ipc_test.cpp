@@ -7,8 +7,9 @@
 //
 //   kolorun -n 2 kolo-ipc-test [--bench]
 //
-// Checks: every element of one-shot, two-shot, two-shot-push and leader-push all-reduce (float32, bfloat16)
-// at counts 1, 7 and 1000003, the two-shots in place, chains of calls with no host sync, and
+// Checks: every element of one-shot, two-shot, two-shot-push, leader-push and ring all-reduce (float32, bfloat16)
+// at counts 1, 7 and 1000003, the two-shots in place, the ring in place at counts 0 to 1000003
+// (float16 too) and with the same bits on every rank, chains of calls with no host sync, and
 // the registration cache (reuse, interior pointers, deregister, a freed and reallocated
 // buffer); reduce-scatter, all-gather, broadcast, reduce, all-to-all, gather and scatter (every element, counts
 // 0, 1, 7, 100003, both roots, in place where allowed, a chain of mixed kinds); the pair device
@@ -17,7 +18,7 @@
 // the orderly close. --bench also measures, on rank 0's stream:
 //   - a 256 MiB device-to-device cudaMemcpy (rank 0 alone; bytes read + written per second),
 //   - the sum kernel alone over two local buffers (no IPC, no handshake),
-//   - the four all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB, each line with
+//   - the five all-reduce algorithms, float32, at 8 B, 64 KiB, 16 MiB and 256 MiB, each line with
 //     the cost model's prediction for it (predicted_us: transports/cuda_ipc/ipc_cost_model.hpp).
 // HBM traffic of an all-reduce of S bytes over N ranks on ONE GPU (all ranks share its memory,
 // so every rank's reads and writes count against the same HBM):
@@ -27,6 +28,8 @@
 //             total                                                       (3N - 1) * S
 //   two-shot-push: rank r reads slice r of N inputs (S) and writes it into N outputs (S): 2N * S
 //   leader-push: rank 0 reads all N inputs and writes all N outputs (one kernel):         2N * S
+//   ring: N - 1 reduce-scatter steps, each rank reads its chunk and its left neighbour's and
+//         writes its own (3 S/N), then N - 1 all-gather copies (2 S/N):                 5 (N - 1) * S
 // (2 ranks: one-shot 6 S, two-shot 5 S, two-shot-push 4 S; the copy moves 2 S.) The rate
 // reported is that traffic divided by the time per call, and its ratio to the copy's rate is
 // the 80 % target. The time per call is rank 0's: every call ends waiting for all

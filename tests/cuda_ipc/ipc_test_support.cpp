@@ -2,6 +2,7 @@
 #include "ipc_test_support.hpp"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdio>
 #include <cstring>
@@ -39,6 +40,9 @@ void upload_inputs(void* dev, DataType t, size_t count, int rank, cudaStream_t s
     const float v = input_value(rank, i);
     if (t == DataType::float32) {
       std::memcpy(host.data() + i * 4, &v, 4);
+    } else if (t == DataType::float16) {
+      const __half h = __float2half(v);
+      std::memcpy(host.data() + i * 2, &h, 2);
     } else {
       const __nv_bfloat16 b = __float2bfloat16(v);
       std::memcpy(host.data() + i * 2, &b, 2);
@@ -56,6 +60,10 @@ std::string verify(const void* dev, DataType t, size_t count) {
     float got;
     if (t == DataType::float32) {
       std::memcpy(&got, host.data() + i * 4, 4);
+    } else if (t == DataType::float16) {
+      __half h;
+      std::memcpy(&h, host.data() + i * 2, 2);
+      got = __half2float(h);
     } else {
       __nv_bfloat16 b;
       std::memcpy(&b, host.data() + i * 2, 2);

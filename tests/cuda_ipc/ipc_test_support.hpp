@@ -25,8 +25,9 @@ using kolo::cuda_ipc::IpcComm;
 extern int g_rank, g_world, g_failures, g_passed;
 extern std::string g_ordering;  // KOLO_IPC_ORDERING, named in the bench's lines
 
-// Small integers: exact in float32 and bfloat16, and so are their sums over up to 8 ranks, so
-// every element is compared exactly.
+// Small integers: exact in float32, float16 and bfloat16 (upload_inputs and verify take all
+// three), and so are their sums over up to 8 ranks in any order, so every element is compared
+// exactly.
 float input_value(int rank, size_t i);
 float expected_sum(size_t i);
 

@@ -16,13 +16,26 @@
 #include <memory>
 #include <string>
 #include "kolo/store.hpp"
+#include "transports/cuda_ipc/limits.hpp"
 
 namespace kolo::cuda_ipc {
 
 // The phases of one call that peers wait for, each with its own IPC event (ipc_events.hpp),
-// plus kBye, the last handshake before the events are destroyed.
-enum Phase : int { kReady = 0, kMid = 1, kDone = 2, kBye = 3, kNumPhases = 4 };
-constexpr int kNumEventPhases = 3;  // kReady, kMid, kDone
+// plus kBye, the last handshake before the events are destroyed. The ring all-reduce has
+// 2 (P - 1) steps and a phase after each but the last (kRingStep0 + g: "my step g is done"),
+// which only its right neighbour waits for; one phase per step, like two-shot's kMid, so that
+// each has its own event and the "latest record" argument of ipc_comm.cpp holds for each.
+constexpr int kMaxRingSteps = 2 * (kMaxRanks - 1) - 1;  // phases between the ring's steps
+enum Phase : int {
+  kReady = 0,
+  kMid = 1,
+  kDone = 2,
+  kRingStep0 = 3,
+  kBye = kRingStep0 + kMaxRingSteps,
+  kNumPhases
+};
+constexpr int kNumEventPhases = kBye;  // kReady, kMid, kDone and the ring's steps
+inline Phase ring_step_phase(int g) { return static_cast<Phase>(kRingStep0 + g); }
 constexpr int kRetireRing = 256;
 
 // What a rank says about its current call: which registrations (generation numbers, see
@@ -60,7 +73,7 @@ class HostFlags {
   // failed: a peer died or aborted, and would never publish).
   void set_stop_check(std::function<std::string()> check) { stop_check_ = std::move(check); }
 
-  // The word of `rank`'s `phase` (kReady, kMid, kDone) that GPU streams write and wait on in the
+  // The word of `rank`'s `phase` (one with an event: kReady ... the ring's steps) that GPU streams write and wait on in the
   // flag-ordered mode (gpu_flags.hpp), apart from the host's counters: a stream writes it when
   // it gets there, the host publishes when the call is issued.
   uint64_t* gpu_word(int rank, Phase phase);

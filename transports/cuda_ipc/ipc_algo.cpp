@@ -10,6 +10,7 @@ const char* algo_name(Algo a) {
     case Algo::kTwoShot: return "two-shot";
     case Algo::kTwoShotPush: return "two-shot-push";
     case Algo::kLeaderPush: return "leader-push";
+    case Algo::kRing: return "ring";
   }
   return "?";
 }
@@ -19,8 +20,8 @@ std::optional<Algo> algo_by_name(const std::string& name, const char* what) {
   for (Algo a : kAllAlgos)
     if (name == algo_name(a)) return a;
   throw InvalidArgument(std::string(what) + "=" + name +
-                        ": not a CUDA IPC all-reduce algorithm; expected auto, one-shot, two-shot, two-shot-push or "
-                        "leader-push");
+                        ": not a CUDA IPC all-reduce algorithm; expected auto, one-shot, two-shot, two-shot-push, "
+                        "leader-push or ring");
 }
 
 const char* ordering_name(Ordering o) {

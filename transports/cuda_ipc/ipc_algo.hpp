@@ -22,11 +22,15 @@ enum class Algo : uint32_t {
                     // N from N processes, which without MPS the GPU runs one time slice after
                     // another: for ranks sharing one GPU. In place too (each element is read and
                     // then written by the same thread).
+  kRing = 5,  // P - 1 reduce-scatter steps then P - 1 all-gather steps, each reading one chunk
+              // from the left neighbour only, with a handshake with it between steps: the
+              // classic ring, 2 P - 1 phases (ipc_comm.cpp has the order of its sums).
 };
-// Every algorithm, in the order the selection breaks exact ties in.
-inline constexpr Algo kAllAlgos[] = {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush};
+// Every algorithm, in the order the selection breaks exact ties in (the ring last: at 2 ranks
+// it is two-shot step for step, and ties with it).
+inline constexpr Algo kAllAlgos[] = {Algo::kOneShot, Algo::kTwoShot, Algo::kTwoShotPush, Algo::kLeaderPush, Algo::kRing};
 
-const char* algo_name(Algo a);  // one-shot, two-shot, two-shot-push, leader-push
+const char* algo_name(Algo a);  // one-shot, two-shot, two-shot-push, leader-push, ring
 // The algorithm named `name` (algo_name's spelling); nullopt for "auto" or "". Any other
 // name throws InvalidArgument naming `what` (the setting it came from) and the valid names.
 std::optional<Algo> algo_by_name(const std::string& name, const char* what);

@@ -10,6 +10,8 @@
 //      two-shot: sum slice r of all inputs into out's slice r; record MID, publish, wait for
 //      every peer's MID as in 2; copy slice p from p's out, for every p != r.
 //      two-shot-push: sum slice r of all inputs into slice r of every rank's out.
+//      ring: 2 (P - 1) steps, each on one chunk of the left neighbour's buffers, a phase of
+//      its own between steps (ipc_ring.cpp).
 //   (the other collectives: one step here, the sums one kernel, the moves copies from the peers)
 //   4. record DONE (I am done reading, or writing, your buffers); publish; wait for every peer's DONE as in 2:
 //      when s gets past this, nobody reads r's buffers any more, so the caller may reuse them.
@@ -238,7 +240,8 @@ void IpcComm::end_call(const Mapped& m, cudaStream_t stream) {
 void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream) {
   check_open("all_reduce");
   check_sums(dtype, "all-reduce");
-  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush && algo != Algo::kLeaderPush)
+  if (algo != Algo::kOneShot && algo != Algo::kTwoShot && algo != Algo::kTwoShotPush && algo != Algo::kLeaderPush &&
+      algo != Algo::kRing)
     throw InvalidArgument("cuda_ipc: unknown algorithm");
   const size_t esize = element_size(dtype);
   const size_t bytes = count * esize;
@@ -265,6 +268,8 @@ void IpcComm::all_reduce(const void* in, void* out, size_t count, DataType dtype
       for (int p = 0; p < world_; ++p) all_outs[p] = m.out[p];
       launch_sum(dtype, all_outs, world_, ins, world_, 0, count, stream);
     }
+  } else if (count > 0 && algo == Algo::kRing) {
+    ring_all_reduce(m, count, dtype, stream);
   } else if (count > 0 && algo == Algo::kTwoShotPush) {
     // Every rank's output is free: each recorded READY after its earlier work on it, and no
     // one else writes slice rank_ of it.

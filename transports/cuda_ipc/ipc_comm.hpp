@@ -60,8 +60,9 @@ class IpcComm {
   ~IpcComm();  // if close() was not called: releases locally, without the final handshake
 
   // out[i] = sum over ranks of in[i]. Every algorithm runs in place too: the two-shot ones
-  // touch only this rank's slice of the inputs while others may read them; one-shot, whose
-  // peers read the whole input this rank overwrites, copies it to the bounce buffer first.
+  // touch only this rank's slice of the inputs while others may read them, and the ring only
+  // chunks its right neighbour has finished reading (ipc_ring.cpp); one-shot, whose peers
+  // read the whole input this rank overwrites, copies it to the bounce buffer first.
   // In or out of place may differ from rank to rank.
   void all_reduce(const void* in, void* out, size_t count, DataType dtype, Algo algo, cudaStream_t stream);
 
@@ -156,6 +157,9 @@ class IpcComm {
   void signal(Phase phase, cudaStream_t stream);
   // `stream` waits (GPU) for peer p's `phase` of the current call, whose issue the host saw.
   void gpu_wait(int p, Phase phase, cudaStream_t stream);
+  // Step 3 of a ring all-reduce (ipc_ring.cpp): 2 (P - 1) steps, each reading one chunk of
+  // the left neighbour's buffers, with a handshake with it between steps.
+  void ring_all_reduce(const Mapped& m, size_t count, DataType dtype, cudaStream_t stream);
 
   std::shared_ptr<Store> store_;
   int rank_, world_;

@@ -113,7 +113,10 @@ Traffic traffic(Algo algo, size_t bytes, const Placement& where) {
   const int P = where.world;
   if (P < 1 || P > kMaxRanks) throw InvalidArgument("cuda_ipc cost model: " + std::to_string(P) + " ranks");
   Traffic t;
-  t.phases = algo == Algo::kTwoShot && bytes > 0 ? 3 : 2;
+  // READY and DONE; two-shot's MID; the ring's 2 (P - 1) - 1 phases between its steps.
+  t.phases = 2;
+  if (bytes > 0 && algo == Algo::kTwoShot) t.phases = 3;
+  if (bytes > 0 && algo == Algo::kRing) t.phases = 2 + std::max(0, 2 * (P - 1) - 1);
   // Rank a touches `n` bytes of rank o's buffer: HBM of o's GPU, and the link when a runs elsewhere.
   auto read = [&](int a, int o, size_t n) {
     const int ga = where.gpu_of[a], go = where.gpu_of[o];
@@ -164,6 +167,26 @@ Traffic traffic(Algo algo, size_t bytes, const Placement& where) {
     case Algo::kLeaderPush:  // rank 0: all inputs whole into every output
       for (int o = 0; o < P; ++o) read(0, o, bytes), write(0, o, bytes);
       t.launches[where.gpu_of[0]] += sum_launches(bytes);
+      break;
+    case Algo::kRing:  // ipc_ring.cpp: the two-shot slices as chunks, one from the left neighbour a step
+      if (P == 1) {  // one copy of the input
+        read(0, 0, bytes), write(0, 0, bytes);
+        t.launches[where.gpu_of[0]] += 1;
+        break;
+      }
+      for (int a = 0; a < P; ++a) {
+        const int l = (a + P - 1) % P;
+        for (int s = 0; s < P - 1; ++s) {  // reduce-scatter: own chunk + the left's into own output
+          const int c = ((a - 1 - s) % P + P) % P;
+          read(a, a, len(c)), read(a, l, len(c)), write(a, a, len(c));
+          t.launches[where.gpu_of[a]] += len(c) > 0 ? sum_launches(len(c)) : 0;
+        }
+        for (int s = 0; s < P - 1; ++s) {  // all-gather: the left's reduced chunk copied
+          const int c = ((a - s) % P + P) % P;
+          read(a, l, len(c)), write(a, a, len(c));
+          t.launches[where.gpu_of[a]] += len(c) > 0 ? 1 : 0;
+        }
+      }
       break;
   }
   return t;

@@ -6,7 +6,8 @@
 //   time = phases x phase + max over GPUs g of [ launches_g x launch
 //                                                + max(hbm_g / hbm rate, link_in_g / link rate, link_out_g / link rate) ]
 //
-// phases: the call's cross-process handshakes (READY, DONE, and two-shot's MID); each costs far
+// phases: the call's cross-process handshakes (READY, DONE, two-shot's MID, the ring's 2P - 3
+// between its steps, each with the left neighbour only, costed as a whole phase); each costs far
 // more where ranks share a GPU without MPS (a handshake then waits for the GPU's time slice to
 // pass to the peer's process) than where each rank has its own GPU. The bytes are counted from
 // the kernels and copies the call runs (ipc_comm.cpp, allreduce_kernels.cu): every byte read or

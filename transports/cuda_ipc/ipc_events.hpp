@@ -1,6 +1,6 @@
 // Cross-process ordering on the GPU: per rank one interprocess event per phase of a call
 // (kReady: my input is ready; kMid: my slice of the two-shot result is ready; kDone: I have
-// finished reading your buffers). Each rank records only its own events; peers open them by
+// finished reading your buffers; kRingStep0 + g: my ring step g is done). Each rank records only its own events; peers open them by
 // handle (exchanged once through the store) and make their stream wait on them. Interprocess
 // events must be created with timing disabled.
 #pragma once
@@ -29,7 +29,9 @@ class IpcEvents {
   void destroy();
 
   int rank_, world_;
-  cudaEvent_t events_[kMaxRanks][kNumEventPhases] = {};  // [rank_]: ours; the others: opened
+  // [rank_]: ours; the others: opened (a ring step's only for the left neighbour, the one
+  // this rank waits for; the rest stay null).
+  cudaEvent_t events_[kMaxRanks][kNumEventPhases] = {};
 };
 
 }  // namespace kolo::cuda_ipc
