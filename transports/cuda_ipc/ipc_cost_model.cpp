@@ -7,6 +7,7 @@
 #include <vector>
 #include "common/config.hpp"
 #include "kolo/error.hpp"
+#include "transports/cuda_ipc/ring_schedule.hpp"
 
 namespace kolo::cuda_ipc {
 
@@ -168,7 +169,7 @@ Traffic traffic(Algo algo, size_t bytes, const Placement& where) {
       for (int o = 0; o < P; ++o) read(0, o, bytes), write(0, o, bytes);
       t.launches[where.gpu_of[0]] += sum_launches(bytes);
       break;
-    case Algo::kRing:  // ipc_ring.cpp: the two-shot slices as chunks, one from the left neighbour a step
+    case Algo::kRing:  // ipc_ring.cpp, step by step from ring_schedule.hpp (chunks are two-shot's slices)
       if (P == 1) {  // one copy of the input
         read(0, 0, bytes), write(0, 0, bytes);
         t.launches[where.gpu_of[0]] += 1;
@@ -176,15 +177,12 @@ Traffic traffic(Algo algo, size_t bytes, const Placement& where) {
       }
       for (int a = 0; a < P; ++a) {
         const int l = (a + P - 1) % P;
-        for (int s = 0; s < P - 1; ++s) {  // reduce-scatter: own chunk + the left's into own output
-          const int c = ((a - 1 - s) % P + P) % P;
-          read(a, a, len(c)), read(a, l, len(c)), write(a, a, len(c));
-          t.launches[where.gpu_of[a]] += len(c) > 0 ? sum_launches(len(c)) : 0;
-        }
-        for (int s = 0; s < P - 1; ++s) {  // all-gather: the left's reduced chunk copied
-          const int c = ((a - s) % P + P) % P;
-          read(a, l, len(c)), write(a, a, len(c));
-          t.launches[where.gpu_of[a]] += len(c) > 0 ? 1 : 0;
+        for (int g = 0; g < ring_steps(P); ++g) {
+          const RingStep st = ring_step(a, P, g);
+          const size_t n = len(st.chunk);
+          if (st.sum) read(a, a, n);  // its own input's chunk
+          read(a, l, n), write(a, a, n);
+          t.launches[where.gpu_of[a]] += n == 0 ? 0 : st.sum ? sum_launches(n) : 1;
         }
       }
       break;

@@ -1,9 +1,9 @@
 // IpcComm's ring all-reduce (Algo::kRing, see ipc_comm.hpp): step 3 of a call, between the
 // READY and DONE handshakes of ipc_comm.cpp.
 //
-// The buffers are cut into P chunks as two-shot cuts its slices (starts at multiples of 16
-// bytes). Rank r, left neighbour l = r - 1, right neighbour q = r + 1 (mod P), global steps
-// g = 0 .. 2 P - 3:
+// The schedule is ring_schedule.hpp's: P chunks cut as two-shot cuts its slices (starts at
+// multiples of 16 bytes); rank r, left neighbour l = r - 1, right neighbour q = r + 1 (mod P),
+// steps g = 0 .. 2 P - 3:
 //   reduce-scatter, g = s < P - 1:  chunk c = r - 1 - s:  out_r[c] = in_r[c] + (s == 0 ? in_l[c] : out_l[c])
 //   all-gather, g = P - 1 + t:      chunk c = r - t:      out_r[c] = out_l[c]
 // Before step g > 0, r's stream waits for l's step g - 1 (the host sees l published it, the
@@ -24,10 +24,10 @@
 // all-gather writes chunk r - t at t = g'), by which time q has finished g'; one q read in the
 // all-gather, never again. Chunk r of the input, which q reads at step 0, is written by r at
 // step P - 1. So in place needs no copy: the peers' reads never race this rank's writes.
-#include <algorithm>
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
 #include "transports/cuda_ipc/ipc_comm.hpp"
+#include "transports/cuda_ipc/ring_schedule.hpp"
 
 namespace kolo::cuda_ipc {
 
@@ -40,13 +40,9 @@ void IpcComm::ring_all_reduce(const Mapped& m, size_t count, DataType dtype, cud
             "cudaMemcpyAsync (one-rank ring)");
     return;
   }
-  const size_t width = 16 / esize;
-  const size_t per = (count + P - 1) / P;
-  const size_t slice = (per + width - 1) / width * width;
-  auto begin = [&](int c) { return std::min(count, static_cast<size_t>(c) * slice); };
-  auto mod = [P](int x) { return ((x % P) + P) % P; };
-  const int left = mod(rank_ - 1);
-  const int steps = 2 * (P - 1);
+  const RingChunks chunks(count, P, 16 / esize);
+  const int left = (rank_ + P - 1) % P;
+  const int steps = ring_steps(P);
   void* mine_out[1] = {m.out[rank_]};
   for (int g = 0; g < steps; ++g) {
     if (g > 0) {
@@ -54,18 +50,17 @@ void IpcComm::ring_all_reduce(const Mapped& m, size_t count, DataType dtype, cud
       flags_.wait(left, ring_step_phase(g - 1), seq_);
       gpu_wait(left, ring_step_phase(g - 1), stream);
     }
-    if (g < P - 1) {
-      const int c = mod(rank_ - 1 - g);
+    const RingStep st = ring_step(rank_, P, g);
+    const size_t b = chunks.begin(st.chunk), n = chunks.size(st.chunk);
+    if (st.sum) {
       // Own input first, then the neighbour's partial sum: two operands, so the order within a
       // step does not change the bits (a + b == b + a); the order across steps is the ring's.
-      const void* srcs[2] = {m.in[rank_], g == 0 ? m.in[left] : m.out[left]};
-      launch_sum(dtype, mine_out, 1, srcs, 2, begin(c), begin(c + 1), stream);
-    } else {
-      const int c = mod(rank_ - (g - (P - 1)));
-      const size_t off = begin(c) * esize, n = (begin(c + 1) - begin(c)) * esize;
-      if (n > 0)
-        check(cudaMemcpyAsync(m.out[rank_] + off, m.out[left] + off, n, cudaMemcpyDeviceToDevice, stream),
-              "cudaMemcpyAsync (ring all-gather of the left neighbour's chunk)");
+      const void* srcs[2] = {m.in[rank_], st.left_input ? m.in[left] : m.out[left]};
+      launch_sum(dtype, mine_out, 1, srcs, 2, b, b + n, stream);
+    } else if (n > 0) {
+      check(cudaMemcpyAsync(m.out[rank_] + b * esize, m.out[left] + b * esize, n * esize, cudaMemcpyDeviceToDevice,
+                            stream),
+            "cudaMemcpyAsync (ring all-gather of the left neighbour's chunk)");
     }
     // Every step is signalled, even of an empty chunk (counts smaller than P): the right
     // neighbour waits for each, and the phases must stay in step across ranks.
