@@ -5,9 +5,10 @@
 #   run_ipc      there: the transport conformance suite on the cuda_ipc pair device with cudaMalloc
 #                buffers (tests/transports, ranks as threads: `*/cuda_ipc`, 60 s at most), then
 #                kolo-ipc-test (tests/cuda_ipc) through kolorun at 2 ranks (with --bench:
-#                the 256 MiB copy, the kernel alone, one-shot, two-shot and two-shot-push
-#                all-reduce at 8 B, 64 KiB, 16 MiB, 256 MiB), then 3 and 4 ranks (every
-#                check: all-reduce, reduce-scatter, all-gather, broadcast, reduce, all-to-all), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
+#                the 256 MiB copy, the kernel alone, every all-reduce algorithm (one-shot,
+#                two-shot, two-shot-push, leader-push, ring) at 8 B, 64 KiB, 16 MiB, 256 MiB),
+#                then 3 and 4 ranks (every check: all-reduce, ring included, reduce-scatter,
+#                all-gather, broadcast, reduce, all-to-all), all on GPU 0; after a failure, 2 ranks again ordered on the host alone
 #                (KOLO_IPC_HOST_ORDERED=1).
 #                One log, $OUT/ipc.log; one summary line.
 # It relies on device-check.sh's $B, $D, $OUT, step and summary, and on setup_env's
@@ -32,7 +33,9 @@ run_ipc() {
   : > "$log"
   # Bounds: 60 + 35 + 35 + 2 x 30 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill:
   # (plus 62 s for the conformance suite) under 290 s even if every run hangs (about 15 s when all goes well) (a rank's own waits give up after 30 s, and kolorun then
-  # stops the others, so a hang usually ends in a message before the bound).
+  # stops the others, so a hang usually ends in a message before the bound). The ring's cases
+  # (about 25 checks and 4 bench sizes a run, each call 3 to 7 phases of ~143 us) should add
+  # about 1-2 s a run, estimated, not measured: far inside the limits, which stay.
   ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
     local label=$1 limit=$2 n=$3 t0 rc; shift 3
     local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
