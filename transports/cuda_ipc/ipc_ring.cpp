@@ -21,9 +21,11 @@
 // its step g', q reads r's chunk r - g' (reduce-scatter; the input at g' = 0) or r + 1 - (g' -
 // P + 1) (all-gather), always the value r wrote at step g' - 1 (or r's input chunk r at
 // g' = 0). r overwrites a chunk q read in the reduce-scatter again only at step g' + P - 1 (the
-// all-gather writes chunk r - t at t = g'), by which time q has finished g'; one q read in the
-// all-gather, never again. Chunk r of the input, which q reads at step 0, is written by r at
-// step P - 1. So in place needs no copy: the peers' reads never race this rank's writes.
+// all-gather writes chunk r - t at t = g'), by which time q has finished g'; a chunk q reads in
+// the all-gather is not written again. Chunk r of the input, which q reads at step 0, is
+// written by r at step P - 1. So in place needs no copy: peers' reads never race r's writes.
+// (tests/cuda_ipc/ring_schedule_test.cpp runs the schedule under random interleavings that
+// obey only these waits, in and out of place.)
 #include "transports/cuda_ipc/allreduce_kernels.hpp"
 #include "transports/cuda_ipc/cuda_check.hpp"
 #include "transports/cuda_ipc/ipc_comm.hpp"
