@@ -74,8 +74,9 @@ class HostFlags {
   void set_stop_check(std::function<std::string()> check) { stop_check_ = std::move(check); }
 
   // The word of `rank`'s `phase` (one with an event: kReady, kMid, kDone, the ring's steps)
-  // that GPU streams write and wait on in the flag-ordered mode (gpu_flags.hpp), apart from the host's counters: a stream writes it when
-  // it gets there, the host publishes when the call is issued.
+  // that GPU streams write and wait on in the flag-ordered mode (gpu_flags.hpp), apart from
+  // the host's counters: a stream writes it when it gets there, the host publishes when the
+  // call is issued.
   uint64_t* gpu_word(int rank, Phase phase);
   // The whole segment, for registering it with CUDA (gpu_flags.hpp).
   void* segment() const { return seg_; }
