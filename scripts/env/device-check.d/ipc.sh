@@ -34,7 +34,7 @@ run_ipc() {
   # Bounds: 60 + 35 + 35 + 2 x 30 s (+ 20 s for the diagnostic rerun), plus 2 s each to kill:
   # (plus 62 s for the conformance suite) under 290 s even if every run hangs (about 15 s when all goes well) (a rank's own waits give up after 30 s, and kolorun then
   # stops the others, so a hang usually ends in a message before the bound). The ring's cases
-  # (about 25 checks and 4 bench sizes a run, each call 3 to 7 phases of ~143 us) should add
+  # (29 checks a run, 4 bench sizes at 2 ranks, each call 3 to 7 phases of ~143 us) should add
   # about 1-2 s a run, estimated, not measured: far inside the limits, which stay.
   ipc_run() {  # ipc_run LABEL LIMIT N [ENV=VALUE] -- ARGS...
     local label=$1 limit=$2 n=$3 t0 rc; shift 3
