@@ -643,10 +643,8 @@ void ShmPair::begin_resync(uint64_t token, int rank, int size, int expect_rank) 
   resync_.described = described_count_;
   resync_sent_ = resync_got_ = false;
   resync_expect_ = expect_rank;
-  // Our described messages of the old group are failed and their buffers the user's again; the
-  // peer reads none of them any more (it aborted before the hand-over began), and the new
-  // group's must not look aborted.
-  out_.ctl->sender_aborted.store(0, std::memory_order_seq_cst);
+  // Our abort flag stays up until the peer's record comes (resync_step): the peer may still be
+  // in the old group, reading one of our described messages whose buffer is the user's again.
 }
 
 bool ShmPair::resync_step() {
@@ -685,6 +683,10 @@ bool ShmPair::resync_step() {
     left_ = 0;
     dst_ = nullptr;
     resync_got_ = true;
+    // The peer sent its record after its abort, which ended its reads of the old group (a read
+    // finishing before then saw our flag and failed): only now may the flag drop, so that the
+    // new group's messages, described after this, do not look aborted.
+    out_.ctl->sender_aborted.store(0, std::memory_order_seq_cst);
   }
   return resync_sent_ && resync_got_;
 }
