@@ -878,7 +878,7 @@ TEST_P(TransportConformance, HandOverNeverCompletesAReadOfAnAbortedSendersBuffer
   Sink sink;
   std::thread sender([&] {
     transport::Device::Handover h;
-    h.boot = make_bootstrap(*store, 0, 2, &sink, 7, 1500ms);
+    h.boot = make_bootstrap(*store, 0, 2, &sink, 7, 800ms);
     h.boot.prefix = "test/gen1";
     h.keep = {{1, 1}};
     try {
@@ -887,8 +887,8 @@ TEST_P(TransportConformance, HandOverNeverCompletesAReadOfAnAbortedSendersBuffer
       // Expected: rank 1 never hands over.
     }
   });
-  std::this_thread::sleep_for(200ms);  // the hand-over has begun (its first step is immediate)
-  const auto until = Clock::now() + 1s;
+  std::this_thread::sleep_for(100ms);  // the hand-over has begun (its first step is immediate)
+  const auto until = Clock::now() + 500ms;
   while (r.state == Request::State::pending && Clock::now() < until) {
     if (!ranks[1]->dev->poll()) std::this_thread::sleep_for(50us);
   }
