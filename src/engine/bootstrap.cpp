@@ -98,7 +98,7 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
   // the hand-over's resynchronisation drops). A connection is kept only if both ends offer it.
   std::vector<int> offered;
   if (reuse) {
-    offered = reusable_peers(*reuse, rank, size);
+    if (reuse->old) offered = reusable_peers(*reuse, rank, size);  // none: this rank connects anew
     store.set(prefix + "/reuse/" + std::to_string(rank), reuse->old_prefix + "\n" + encode_ranks(offered));
   }
   // Who shares a host with whom.

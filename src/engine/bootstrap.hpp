@@ -28,7 +28,7 @@ struct Connected {
 // connections of that group's Context, which has aborted, and which nothing else touches while
 // the new group connects (the caller holds the old executor's run lock).
 struct Reuse {
-  Context* old = nullptr;
+  Context* old = nullptr;     // null: offers nothing (connects anew, but says so to the peers)
   std::string old_prefix;     // names those connections: both ends must offer the same group's
   std::vector<int> old_peer;  // per rank of the new group: its peer number in `old`, -1 if none
 };

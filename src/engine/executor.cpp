@@ -152,8 +152,16 @@ void Executor::fail_group_from_context() {
   }
 }
 
-void Executor::with_failed_connections(const std::function<void(Context&)>& fn) {
-  std::unique_lock<AsymmetricLock> run(run_mu_);
+bool Executor::with_failed_connections(const std::function<void(Context&)>& fn,
+                                       std::chrono::steady_clock::time_point until) {
+  // The engine thread holds the run lock while it runs callbacks: waiting for it there never ends.
+  if (std::this_thread::get_id() == thread_.get_id()) return false;
+  std::unique_lock<AsymmetricLock> run(run_mu_, std::try_to_lock);
+  while (!run.owns_lock()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    run.try_lock();
+  }
   if (!ctx_->has_failure())
     ctx_->peer_failed(group_.rank, transport::Failure::aborted,
                       "kolo: rank " + std::to_string(group_.rank) + " of group " + group_.name + " aborted: re-forming it");
@@ -162,6 +170,7 @@ void Executor::with_failed_connections(const std::function<void(Context&)>& fn) 
     fail_group_from_context();
   }
   fn(*ctx_);
+  return true;
 }
 
 std::string Executor::where(const Task& t) const {

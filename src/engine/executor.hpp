@@ -88,8 +88,11 @@ class Executor final : public WorkRunner, public std::enable_shared_from_this<Ex
   // the group's connections with the run lock held, so that no thread of this group touches them
   // meanwhile (the engine thread of a failed group only sleeps and polls under that lock). First
   // fails the group, aborting its connections, if no thread has yet turned the failure its
-  // Context recorded (request_abort) into the group's.
-  void with_failed_connections(const std::function<void(Context&)>& fn);
+  // Context recorded (request_abort) into the group's. False, without running `fn`, when the
+  // run lock is not to be had by `until`: the caller is the engine thread (a completion callback
+  // that shrinks, run while the group fails) or holds the lock itself (a callback the direct
+  // path runs); the caller then connects anew.
+  bool with_failed_connections(const std::function<void(Context&)>& fn, std::chrono::steady_clock::time_point until);
   // For ProcessGroup::shrink (any thread): the Context's first failure, and the culprit the
   // group's failure named (as the Context numbers its peers; -1 before it failed or if none).
   PeerFailure context_failure() const { return ctx_->failure(); }

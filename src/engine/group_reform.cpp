@@ -89,19 +89,25 @@ static std::shared_ptr<ProcessGroup> shrink_group(ProcessGroup::Impl& impl, cons
     next = connect_impl(impl.store, impl.root_prefix + suffix, impl.root_name + suffix, new_rank,
                         static_cast<int>(members.size()), impl.timeout, &impl.secret, "", impl.transport, timeout, reuse);
   };
-  if (impl.shared || config::get_int("KOLO_SHRINK_REUSE") == 0) {
-    connect(nullptr);
-  } else {
-    // Under the old executor's run lock, after its abort has run: nothing of the old group
-    // touches these connections while they change hands.
-    impl.executor->with_failed_connections([&](engine::Context& old) {
-      engine::Reuse reuse;
-      reuse.old = &old;
-      reuse.old_prefix = impl.prefix;
-      for (int m : members) reuse.old_peer.push_back(m);  // the Context numbers peers as the group does
-      connect(&reuse);
-    });
-  }
+  // Connecting anew, this rank still says so in the store (an offer of nothing): a peer that
+  // offers its connections waits for every member's offer.
+  engine::Reuse none;
+  none.old_prefix = impl.prefix;
+  // Under the old executor's run lock, after its abort has run: nothing of the old group
+  // touches these connections while they change hands. Not to be had (a completion callback
+  // shrinking on the engine thread, or one the direct path runs under the lock): anew.
+  const auto lock_until = Clock::now() + std::clamp(timeout / 8, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  if (impl.shared || config::get_int("KOLO_SHRINK_REUSE") == 0 ||
+      !impl.executor->with_failed_connections(
+          [&](engine::Context& old) {
+            engine::Reuse reuse;
+            reuse.old = &old;
+            reuse.old_prefix = impl.prefix;
+            for (int m : members) reuse.old_peer.push_back(m);  // the Context numbers peers as the group does
+            connect(&reuse);
+          },
+          lock_until))
+    connect(&none);
   next->root_prefix = impl.root_prefix;
   next->root_name = impl.root_name;
   next->generation = generation;

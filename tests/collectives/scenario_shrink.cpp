@@ -33,7 +33,9 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -240,6 +242,38 @@ void scenario_shrink(WorkerContext& ctx) {
       ctx.group.reset();
       return;
     }
+  } else if (mode == "callback") {
+    // The old group fails (the victim leaves it) under a receive whose completion callback
+    // shrinks: the callback runs on the thread that completes the receive, the group's engine
+    // thread, in the middle of failing the group. The shrink must not wait on that thread.
+    if (old_rank == victim) {
+      next = world.shrink({victim}, opts);
+      ctx.log.expect(next == nullptr, "the excluded rank got nullptr from shrink({" + std::to_string(victim) + "})");
+      ctx.say("excluded as asked");
+      ctx.group.reset();
+      return;
+    }
+    int32_t never = 0;
+    RecvOptions ro;
+    ro.tag = 99;
+    WorkPtr in_flight = world.recv(Buffer(&never, 1), (old_rank + 1) % world.size(), ro);
+    auto result = std::make_shared<std::promise<std::shared_ptr<ProcessGroup>>>();
+    std::future<std::shared_ptr<ProcessGroup>> shrunk = result->get_future();
+    sockets_before = sockets_held();
+    in_flight->on_complete([&world, victim, opts, result](Work&) {
+      try {
+        result->set_value(world.shrink({victim}, opts));
+      } catch (...) {
+        result->set_exception(std::current_exception());
+      }
+    });
+    failed_at = Clock::now();
+    if (shrunk.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ctx.say("the shrink from the completion callback did not return within 20 s (a hang)");
+      std::fflush(nullptr);
+      std::_Exit(3);  // the engine thread is stuck: no orderly exit
+    }
+    next = shrunk.get();
   } else {
     const std::string error = loop_until_failure(ctx, world, seed, self_kill_at, victim);
     failed_at = Clock::now();

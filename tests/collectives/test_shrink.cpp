@@ -171,6 +171,19 @@ TEST(Shrink, OnRequest) {
     EXPECT_TRUE(contains(r.out, "in-flight receive ended: ") && contains(r.out, "shrinking to generation 1")) << r.describe();
 }
 
+// Shrinking from a completion callback of an operation the old group's failure ended: the
+// callback runs on the engine thread while it fails the group, and the shrink must neither wait
+// for that thread (a hang) nor leave the others waiting for this rank's offer.
+TEST(Shrink, FromACompletionCallback) {
+  for (const char* transport : {"tcp", "shm"}) {
+    Job job("callback", 1, transport);
+    job.spec.deadline = seconds(40);
+    ProcessWorld world(job.spec);
+    const WorldOutcome o = world.wait();
+    expect_shrunk(o, 1, 0);
+  }
+}
+
 // The stopped rank's peers time out (KOLO_TIMEOUT 2 s), shrink without it and finish; woken
 // only then, its own shrink must refuse it, not hang or join (over shm too: the survivors keep
 // their connections to each other, never theirs to it).
