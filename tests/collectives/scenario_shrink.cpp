@@ -246,7 +246,11 @@ void scenario_shrink(WorkerContext& ctx) {
     // The old group fails (the victim leaves it) under a receive whose completion callback
     // shrinks: the callback runs on the thread that completes the receive, the group's engine
     // thread, in the middle of failing the group. The shrink must not wait on that thread.
+    std::vector<int32_t> x(100, 1);
+    world.allreduce(Buffer(x.data(), x.size()))->wait();  // everyone is here
     if (old_rank == victim) {
+      // Late enough that the others' receives wait (their callbacks then run on the engine thread).
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       next = world.shrink({victim}, opts);
       ctx.log.expect(next == nullptr, "the excluded rank got nullptr from shrink({" + std::to_string(victim) + "})");
       ctx.say("excluded as asked");
