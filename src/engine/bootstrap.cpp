@@ -191,7 +191,10 @@ Connected connect_group(Store& store, const std::string& prefix, int rank, int s
         throw;
       }
       std::vector<int> kept;
-      for (const auto& k : h.keep) kept.push_back(k.second);
+      for (const auto& k : h.keep) {
+        kept.push_back(k.second);
+        reuse->old->forget_pair(k.first);  // the old device no longer owns it
+      }
       out.ctx->add_device(std::move(dev), kept);
       out.carried += static_cast<int>(kept.size());
     }

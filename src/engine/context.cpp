@@ -26,7 +26,14 @@ void Context::add_device(std::unique_ptr<transport::Device> dev, const std::vect
 transport::Pair& Context::pair_of_device(int peer) const {
   transport::Device* d = by_peer_.at(static_cast<size_t>(peer));
   if (d == nullptr) throw Error("no transport reaches rank " + std::to_string(peer));
-  return *d->pair(peer);
+  transport::Pair* p = d->pair(peer);
+  if (p == nullptr) throw Error("the connection to rank " + std::to_string(peer) + " went to the group's successor");
+  return *p;
+}
+
+void Context::forget_pair(int peer) {
+  const auto i = static_cast<size_t>(peer);
+  if (i < fixed_pairs_.size()) fixed_pairs_[i] = nullptr;
 }
 
 const char* Context::transport_name(int peer) const {

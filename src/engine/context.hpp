@@ -41,6 +41,9 @@ class Context final : public transport::FailureSink {
     return pair_of_device(peer);
   }
   const char* transport_name(int peer) const;
+  // The connection to `peer` went to another group (Device::hand_over, a shrink's successor):
+  // this context must not reach it any more; a late look-up fails instead.
+  void forget_pair(int peer);
   // The device that carries `peer`'s messages (null: none), for a hand-over of its connection.
   transport::Device* device_of(int peer) const {
     return peer >= 0 && static_cast<size_t>(peer) < by_peer_.size() ? by_peer_[static_cast<size_t>(peer)] : nullptr;
