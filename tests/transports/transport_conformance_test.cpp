@@ -34,6 +34,7 @@
 
 #include "kolo/error.hpp"
 #include "kolo/store.hpp"
+#include "transports/setup_failure.hpp"
 #include "transports/transport.hpp"
 #include "transports/cuda_ipc/ipc_pair_device.hpp"
 #include "transports/cuda_ipc/standin_memory.hpp"
@@ -848,6 +849,40 @@ TEST_P(TransportConformance, HandOverNamesAPeerThatDies) {
   }
   killer.join();
   EXPECT_LT(Clock::now() - start, 3s);
+}
+
+// A rank whose part of the new group failed elsewhere (another transport's hand-over or
+// connect) publishes why and sends no marker: its peer, waiting for that marker, stops at once
+// with the reason instead of waiting out its deadline and blaming the silence.
+TEST_P(TransportConformance, HandOverStopsWhenThePeerGaveUpElsewhere) {
+  if (tls_) GTEST_SKIP() << "TLS connections are not handed over (their records are not resynchronised)";
+  auto ranks = connect_all(2);
+  exchange_one(ranks, 0, 1);
+  for (auto& r : ranks) r->dev->abort("0\nP\nshrinking");
+  if (ranks[1]->dev->reusable_peers().empty()) GTEST_SKIP() << GetParam() << " hands no connection over";
+  auto store = make_hash_store();
+  Sink sink0, sink1;
+  transport::Bootstrap b0 = make_bootstrap(*store, 0, 2, &sink0, 7, 5s);
+  b0.prefix = "test/gen1";
+  transport::Device::Handover h;
+  h.boot = make_bootstrap(*store, 1, 2, &sink1, 7, 5s);
+  h.boot.prefix = "test/gen1";
+  h.keep = {{0, 0}};
+  std::thread giver_up([&] {
+    std::this_thread::sleep_for(50ms);
+    transport::publish_setup_failure(b0, "its other transport failed (injected)");
+  });
+  const auto start = Clock::now();
+  try {
+    ranks[1]->dev->hand_over(h);
+    ADD_FAILURE() << "the hand-over succeeded without the peer's marker";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
+  } catch (const TimeoutError& e) {
+    ADD_FAILURE() << "waited out the deadline instead of reading the peer's reason: " << e.what();
+  }
+  giver_up.join();
+  EXPECT_LT(Clock::now() - start, 2s);
 }
 
 // A receive of the old group still under way when its sender aborts and begins its hand-over:

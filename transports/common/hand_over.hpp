@@ -7,6 +7,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,13 @@ namespace kolo::transport {
 
 // Moving: {pair (resync_step() -> bool done, fd(), resync_writing()), int old_peer, int peer,
 // bool done}. `what` names the transport in messages; `rank` is this rank in the new group.
+// `check_peers`, called every 100 ms while a peer has not answered, throws when another rank
+// gave up on the new group (its hand-over or connect failed elsewhere: it sends no marker, and
+// waiting for one until the deadline would report the symptom, not the cause).
 template <class Moving>
 void drive_hand_over(std::vector<Moving>& moving, const char* what, int rank,
-                     std::chrono::steady_clock::time_point deadline) {
+                     std::chrono::steady_clock::time_point deadline, const std::function<void()>& check_peers) {
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   auto who = [](const Moving& m) {
     return "rank " + std::to_string(m.peer) + " (rank " + std::to_string(m.old_peer) + " of the group it leaves)";
   };
@@ -37,7 +42,12 @@ void drive_hand_over(std::vector<Moving>& moving, const char* what, int rank,
       fds.push_back(pollfd{m.pair->fd(), static_cast<short>(POLLIN | (m.pair->resync_writing() ? POLLOUT : 0)), 0});
     }
     if (fds.empty()) return;
-    if (std::chrono::steady_clock::now() >= deadline)
+    const auto now = std::chrono::steady_clock::now();
+    if (check_peers && now >= next_check) {
+      check_peers();
+      next_check = now + std::chrono::milliseconds(100);
+    }
+    if (now >= deadline)
       throw TimeoutError(std::string(what) + ": " + who(*late) + " did not answer the hand-over of its connection to rank " +
                              std::to_string(rank) + " before the timeout",
                          late->peer);

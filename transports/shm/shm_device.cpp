@@ -13,6 +13,7 @@
 #include "common/config.hpp"
 #include "kolo/error.hpp"
 #include "transports/common/hand_over.hpp"
+#include "transports/setup_failure.hpp"
 #include "transports/shm/shm_fence.hpp"
 #include "transports/common/setup_text.hpp"
 
@@ -178,7 +179,8 @@ std::unique_ptr<transport::Device> ShmDevice::hand_over(const Handover& h) {
     m.pair->begin_resync(token, h.boot.rank, h.boot.size, peer);
     moving.push_back(std::move(m));
   }
-  transport::drive_hand_over(moving, "shm transport", h.boot.rank, h.boot.deadline);
+  transport::drive_hand_over(moving, "shm transport", h.boot.rank, h.boot.deadline,
+                             [&] { transport::throw_if_peer_gave_up(h.boot, " (while handing connections over)"); });
   for (auto& m : moving) {
     m.pair->finish_resync(dev.get(), m.peer, h.boot.failures);
     dev->adopt_pair(std::move(m.pair));

@@ -323,7 +323,8 @@ std::unique_ptr<transport::Device> TcpDevice::hand_over(const Handover& h) {
     m.pair->begin_resync(mine, expect);
     moving.push_back(std::move(m));
   }
-  transport::drive_hand_over(moving, "tcp transport", h.boot.rank, h.boot.deadline);
+  transport::drive_hand_over(moving, "tcp transport", h.boot.rank, h.boot.deadline,
+                             [&] { transport::throw_if_peer_gave_up(h.boot, " (while handing connections over)"); });
   for (auto& m : moving) {
     m.pair->finish_resync(m.peer, h.boot.failures);
     dev->adopt_pair(std::move(m.pair));
