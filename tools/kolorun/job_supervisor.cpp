@@ -126,14 +126,8 @@ void JobSupervisor::start_ranks() {
       return;
     }
 
-    Rank& rank = ranks_.emplace_back();
-    rank.rank = r;
-    rank.pid = spawned.pid;
+    Rank& rank = track(r, spawned);
     if (process_group_ == 0) process_group_ = spawned.pid;
-    if (spawned.stdout_pipe.valid())
-      rank.out = std::make_unique<TaggedStream>(std::move(spawned.stdout_pipe), r, STDOUT_FILENO);
-    if (spawned.stderr_pipe.valid())
-      rank.err = std::make_unique<TaggedStream>(std::move(spawned.stderr_pipe), r, STDERR_FILENO);
 
     if (!spawned.start_failure.empty()) {
       // Every rank runs the same program, so one failure means none can start: stop here.
@@ -145,6 +139,19 @@ void JobSupervisor::start_ranks() {
       return;
     }
   }
+}
+
+// A started process, launch rank `r` or its replacement, watched from now on: its pid, and its
+// output tagged when kolorun captures it.
+JobSupervisor::Rank& JobSupervisor::track(int r, SpawnedRank& spawned) {
+  Rank& rank = ranks_.emplace_back();
+  rank.rank = r;
+  rank.pid = spawned.pid;
+  if (spawned.stdout_pipe.valid())
+    rank.out = std::make_unique<TaggedStream>(std::move(spawned.stdout_pipe), r, STDOUT_FILENO);
+  if (spawned.stderr_pipe.valid())
+    rank.err = std::make_unique<TaggedStream>(std::move(spawned.stderr_pipe), r, STDERR_FILENO);
+  return rank;
 }
 
 void JobSupervisor::start_replacements() {
@@ -168,13 +175,7 @@ void JobSupervisor::start_replacements() {
       continue;
     }
     ++replacements_started_;
-    Rank& rank = ranks_.emplace_back();
-    rank.rank = r;
-    rank.pid = spawned.pid;
-    if (spawned.stdout_pipe.valid())
-      rank.out = std::make_unique<TaggedStream>(std::move(spawned.stdout_pipe), r, STDOUT_FILENO);
-    if (spawned.stderr_pipe.valid())
-      rank.err = std::make_unique<TaggedStream>(std::move(spawned.stderr_pipe), r, STDERR_FILENO);
+    Rank& rank = track(r, spawned);
     if (!spawned.start_failure.empty()) {
       rank.failed_to_start = true;
       note("--replace: " + spawned.start_failure);

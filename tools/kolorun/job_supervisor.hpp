@@ -66,6 +66,7 @@ class JobSupervisor {
   bool streams_open() const;
   void set_exit_code(int code);
   static void note(const std::string& message);
+  Rank& track(int r, SpawnedRank& spawned);
 
   const LaunchOptions& options_;
   const Clock::duration grace_;
