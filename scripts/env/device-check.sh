@@ -227,7 +227,7 @@ EOF
   # TORCH_SUITES narrows the CPU suites (empty: only build, for the CUDA step of device-check.d).
   for t in ${TORCH_SUITES-test_collectives test_errors test_ddp test_split_share test_torchrun}; do
     step "$t"
-    timeout "${T_TIMEOUT:-150}" python3 tests/torch/run_pytest.py /tmp/py tests/torch/$t.py -q > /tmp/$t.log 2>&1
+    timeout "${T_TIMEOUT:-150}" python3 tests/run_pytest.py /tmp/py tests/torch/$t.py -q > /tmp/$t.log 2>&1
     line+=" $t rc=$? ($(grep -hoE '^\[  (PASSED|FAILED) *\] [0-9]+ test' /tmp/$t.log | tr '\n' ' '))"
     tail -n 3 /tmp/$t.log
   done

@@ -3,8 +3,7 @@ src/engine/flight_recorder.cpp: it reads one job's dumps, refuses a folder of se
 --job picks one, and refuses dumps that claim one job but cannot be one run of it. The dumps the
 recorder really writes are checked by tests/collectives/test_flight_recorder.cpp.
 
-usage: test_kolo_trace.py PATH/TO/kolo-trace
-Prints GoogleTest-style lines for scripts/test.sh.
+pytest; KOLO_TRACE names the kolo-trace to test (meson's test sets it), else the source tree's.
 """
 import json
 import os
@@ -12,9 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
 
-KOLO_TRACE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../tools/kolo-trace/kolo-trace")
+KOLO_TRACE = os.environ.get("KOLO_TRACE") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tools/kolo-trace/kolo-trace")
 
 
 class Folder:
@@ -168,28 +166,3 @@ def test_no_dumps_and_bad_options():
         expect(code == 2, "exit %d" % code)
         code, out, err = run(["--help"])
         expect(code == 0 and "--job ID" in out and "--json" in out, out)
-
-
-def main():
-    tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
-    failed = []
-    for name, fn in tests:
-        full = "KoloTrace." + name[len("test_"):]
-        print("[ RUN      ] " + full, flush=True)
-        try:
-            fn()
-            print("[       OK ] " + full, flush=True)
-        except Exception:  # noqa: BLE001 - every failure is reported, then the next test runs
-            traceback.print_exc()
-            print("[  FAILED  ] " + full, flush=True)
-            failed.append(full)
-    print("[  PASSED  ] %d tests." % (len(tests) - len(failed)))
-    if failed:
-        print("[  FAILED  ] %d tests, listed below:" % len(failed))
-        for f in failed:
-            print("[  FAILED  ] " + f)
-    return 1 if failed or not tests else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,22 +2,21 @@
 under kolorun, reads stdout with nccl_tests_format (a reader of nccl-tests' format), checks the -J
 document against nccl-tests' schema, and checks nccl-tests' exit status 7 for wrong data
 (--inject-wrong) and for a bandwidth floor that cannot be met (NCCL_TESTS_MIN_BW, --min-bw).
-Prints GoogleTest-style lines for scripts/test.sh.
-
-usage: test_nccl_tests_compat.py KOLORUN PERF_DIR
-  PERF_DIR: the build's bench/perf, holding kolo-perf and the all_reduce_perf, ... symlinks
+pytest; meson's test sets KOLORUN (the launcher) and KOLO_PERF_DIR (the build's bench/perf, holding
+kolo-perf and the all_reduce_perf, ... symlinks).
 """
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import traceback
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nccl_tests_format as fmt  # noqa: E402
 
-KOLORUN, PERF_DIR = sys.argv[1], sys.argv[2]
+KOLORUN, PERF_DIR = os.environ["KOLORUN"], os.environ["KOLO_PERF_DIR"]
 NAMES = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather", "broadcast_perf": "broadcast",
          "reduce_perf": "reduce", "reduce_scatter_perf": "reducescatter", "alltoall_perf": "alltoall",
          "scatter_perf": "scatter", "gather_perf": "gather", "sendrecv_perf": "sendrecv"}
@@ -121,8 +120,7 @@ def test_gpu_memory_without_a_gpu_is_refused_not_measured_on_the_host():
     # nccl-tests' -g 1 (GPUs per process) measures device memory; where there is none, or in a
     # build without CUDA, kolo-perf must fail, never print a table of host-memory numbers.
     if not no_gpu_here():
-        print("skipped: this machine has a GPU (scripts/env/device-check.d/perf.sh checks -g 1 there)")
-        return
+        pytest.skip("this machine has a GPU (scripts/env/device-check.d/perf.sh checks -g 1 there)")
     for program, args in (("all_reduce_perf", SMALL + ["-c", "1", "-g", "1"]),
                           ("kolo-perf", ["broadcast", "--ngpus=1"] + SMALL)):
         code, out, err = run(program, args)
@@ -232,28 +230,3 @@ def test_existing_kolo_perf_command_lines_still_work():
         expect(r.returncode == 0 and r.stdout.startswith(program + " (kolo) "), "--version: %r" % r.stdout)
         r = subprocess.run([os.path.join(PERF_DIR, program), "-h"], stdout=subprocess.PIPE, text=True, timeout=30)
         expect(r.returncode == 0 and "--output_file" in r.stdout, "-h: exit %d" % r.returncode)
-
-
-def main():
-    tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
-    failed = []
-    for name, fn in tests:
-        full = "NcclTestsCompat." + name[len("test_"):]
-        print("[ RUN      ] " + full, flush=True)
-        try:
-            fn()
-            print("[       OK ] " + full, flush=True)
-        except Exception:  # noqa: BLE001 - every failure is reported, then the next test runs
-            traceback.print_exc()
-            print("[  FAILED  ] " + full, flush=True)
-            failed.append(full)
-    print("[  PASSED  ] %d tests." % (len(tests) - len(failed)))
-    if failed:
-        print("[  FAILED  ] %d tests, listed below:" % len(failed))
-        for f in failed:
-            print("[  FAILED  ] " + f)
-    return 1 if failed or not tests else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -35,7 +35,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch
   for part in "collectives test_cuda.py collectives 130" "ddp test_cuda.py ddp 90" \
               "fsdp2 test_cuda_models.py fsdp2_on_one_gpu 75" "syncbn test_cuda_models.py sync_batchnorm 75"; do
     set -- $part
-    KOLO_REQUIRE_CUDA=1 timeout -k 5 "$4" python3 tests/torch/run_pytest.py /tmp/py "tests/torch/$2" \
+    KOLO_REQUIRE_CUDA=1 timeout -k 5 "$4" python3 tests/run_pytest.py /tmp/py "tests/torch/$2" \
       -q -s -k "$3" > "/tmp/torch-cuda-$1.log" 2>&1
     rc=$?
     { echo "== $2 -k $3: rc=$rc"; cat "/tmp/torch-cuda-$1.log"; } >> "$log"
