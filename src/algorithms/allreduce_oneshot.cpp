@@ -25,8 +25,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (P == 1 || a.count == 0) {
-    copy_unless_same(recv, send, bytes);
-    comm.finalize(recv, a.count);
+    result_is_own_input(comm);
     return;
   }
   char* arrived = static_cast<char*>(comm.scratch(static_cast<size_t>(P) * bytes, 0));

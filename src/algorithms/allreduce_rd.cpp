@@ -23,8 +23,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (P == 1 || a.count == 0) {  // every rank knows count: nothing to exchange
-    copy_unless_same(recv, send, bytes);
-    comm.finalize(recv, a.count);
+    result_is_own_input(comm);
     return;
   }
   int p2 = 1;

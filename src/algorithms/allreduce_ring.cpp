@@ -82,8 +82,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (P == 1) {
-    copy_unless_same(recv, send, a.count * es);
-    comm.finalize(recv, a.count);
+    result_is_own_input(comm);
     return;
   }
   Ring ring{comm, es, chunk_elems(comm), send, recv, (r + 1) % P, ring_mod(r - 1, P)};

@@ -49,8 +49,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (P == 1) {
-    copy_unless_same(recv, send, a.count * es);
-    comm.finalize(recv, a.count);
+    result_is_own_input(comm);
     return;
   }
   const size_t per_chunk = chunk_elems(comm);

@@ -14,9 +14,7 @@ void run(Comm& comm) {
   const CollArgs& a = comm.args();
   const int P = comm.size(), r = comm.rank(), root = a.root;
   const size_t bytes = a.bytes();
-  // As broadcast_tree.cpp: one buffer in either field; the root's input copied over if both differ.
-  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
-  if (r == root && a.send != nullptr) copy_unless_same(buf, a.send, bytes);
+  char* buf = broadcast_buffer(a, r);
   if (P == 1 || bytes == 0) return;
   if (r != root) {
     comm.wait(comm.irecv(root, buf, bytes));

@@ -17,10 +17,7 @@ void run(Comm& comm) {
   const CollArgs& a = comm.args();
   const int P = comm.size(), r = comm.rank(), root = a.root;
   const size_t es = a.elem_size(), n = a.count;
-  // ProcessGroup::broadcast passes one buffer; accept it in either field and copy the root's
-  // input over when the two are given and differ.
-  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
-  if (r == root && a.send != nullptr) copy_unless_same(buf, a.send, n * es);
+  char* buf = broadcast_buffer(a, r);
   if (P == 1 || n == 0) return;
   const int pos = ring_mod(r - root, P);
   const int prev = pos > 0 ? ring_mod(r - 1, P) : -1, next = pos < P - 1 ? (r + 1) % P : -1;

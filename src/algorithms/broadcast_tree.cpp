@@ -19,10 +19,7 @@ void run(Comm& comm) {
   const CollArgs& a = comm.args();
   const int P = comm.size(), r = comm.rank(), root = a.root;
   const size_t es = a.elem_size(), n = a.count;
-  // ProcessGroup::broadcast passes one buffer; accept it in either field and copy the root's
-  // input over when the two are given and differ.
-  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
-  if (r == root && a.send != nullptr) copy_unless_same(buf, a.send, n * es);
+  char* buf = broadcast_buffer(a, r);
   if (P == 1 || n == 0) return;
   const BinomialNode node = binomial_node(P, root, r);
   const size_t per_chunk = chunk_elems(comm), nchunks = num_chunks(n, per_chunk);

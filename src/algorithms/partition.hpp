@@ -48,6 +48,22 @@ inline void copy_unless_same(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes != 0) std::memcpy(dst, src, bytes);
 }
 
+// A reduction with nothing to exchange (one rank, or count 0 where every rank knows it): the
+// result is the rank's own input, finalized as the op says (AVG divides, PREMUL_SUM scales).
+inline void result_is_own_input(Comm& comm) {
+  const CollArgs& a = comm.args();
+  copy_unless_same(a.recv, a.send, a.count * a.elem_size());
+  comm.finalize(a.recv, a.count);
+}
+
+// A broadcast's one buffer: ProcessGroup::broadcast passes it in either field; the root's input
+// is copied over when both are given and differ.
+inline char* broadcast_buffer(const CollArgs& a, int rank) {
+  char* buf = static_cast<char*>(a.recv != nullptr ? a.recv : const_cast<void*>(a.send));
+  if (rank == a.root && a.send != nullptr) copy_unless_same(buf, a.send, a.count * a.elem_size());
+  return buf;
+}
+
 // In-place all-to-all: rank r's outgoing blocks copied to scratch slot 0 before incoming blocks
 // land on them; block r is left out (it stays where it is and is never sent). Returns the copy,
 // laid out like the buffer.

@@ -24,8 +24,7 @@ void run(Comm& comm) {
   char* recv = static_cast<char*>(a.recv);
   auto block = [&](int b) { return byte_at(send, static_cast<size_t>(b) * n, es); };
   if (P == 1) {
-    copy_unless_same(recv, send, n * es);
-    comm.finalize(recv, n);
+    result_is_own_input(comm);
     return;
   }
   if (n == 0) return;  // every rank knows count: nothing to move

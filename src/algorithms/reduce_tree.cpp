@@ -24,8 +24,7 @@ void run(Comm& comm) {
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (P == 1) {
-    copy_unless_same(recv, send, n * es);
-    comm.finalize(recv, n);
+    result_is_own_input(comm);
     return;
   }
   if (n == 0) return;  // every rank knows count: nothing to move
