@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from . import _C
-from ._shrink import _backend_of
+from ._shrink import _backend_of, _custom_group
 
 __all__ = ["grow", "join"]
 
@@ -158,15 +158,7 @@ def _install(backend, backend_name, store, is_default):
         c10d._pg_map[pg] = (backend_name, store)
         c10d._pg_names[pg] = name
     else:
-        # torch 2.x: a ProcessGroup dispatching CPU (and CUDA) tensors to kolo's backend, of the
-        # custom type it was made with (not gloo's: DDP's logger would cast it to gloo's class).
-        pg = dist.ProcessGroup(store, backend.rank(), backend.size())
-        backend_type = dist.ProcessGroup.BackendType.CUSTOM
-        pg._set_default_backend(backend_type)
-        for device in ("cpu", "cuda"):
-            pg._register_backend(torch.device(device), backend_type, backend)
-        if hasattr(pg, "_set_group_name"):
-            pg._set_group_name(name)
+        pg = _custom_group(store, backend, name)
         config = str(c10d.BackendConfig(dist.Backend(backend_name)))
         if hasattr(c10d, "_register_pg_in_world"):  # torch 2.14: every table, and C++'s registry
             c10d._register_pg_in_world(pg, backend_name=backend_name, store=store, group_name=name,

@@ -88,12 +88,26 @@ def _as_custom(pg):
     """torch 2.14's shrink_group registers the new CPU backend as gloo's type, whatever it is;
     DDP's logger then casts it to ProcessGroupGloo (a segfault in Logger::set_env_variables).
     kolo's backend is registered as the custom type it had, for the devices it serves."""
-    backend = pg._get_backend(torch.device("cpu"))
-    backend_type = dist.ProcessGroup.BackendType.CUSTOM
-    for device in ("cpu", "cuda") if _C.cuda else ("cpu",):
-        pg._register_backend(torch.device(device), backend_type, backend)
-    pg._set_default_backend(backend_type)
+    _register_custom(pg, pg._get_backend(torch.device("cpu")), ("cpu", "cuda") if _C.cuda else ("cpu",))
     return pg
+
+
+def _custom_group(store, backend, name):
+    """torch 2.x: a ProcessGroup named `name` dispatching CPU (and CUDA) tensors to kolo's
+    `backend`, of the custom type it was made with (not gloo's: DDP's logger would cast it to
+    gloo's class)."""
+    pg = dist.ProcessGroup(store, backend.rank(), backend.size())
+    _register_custom(pg, backend, ("cpu", "cuda"))
+    if hasattr(pg, "_set_group_name"):
+        pg._set_group_name(name)
+    return pg
+
+
+def _register_custom(pg, backend, devices):
+    backend_type = dist.ProcessGroup.BackendType.CUSTOM
+    pg._set_default_backend(backend_type)
+    for device in devices:
+        pg._register_backend(torch.device(device), backend_type, backend)
 
 
 def _register_torch1(old_pg, new_pg, globals_, is_default):
@@ -114,18 +128,12 @@ def _register_torch1(old_pg, new_pg, globals_, is_default):
 
 
 def _register_torch2(old_pg, new_backend, globals_, is_default):
-    # torch 2.x before shrink_group (2.6): a ProcessGroup dispatching CPU (and CUDA) tensors to
-    # the kolo backend, registered in _world as new_group would.
+    # torch 2.x before shrink_group (2.6): kolo's backend as a torch group, registered in _world
+    # as new_group would.
     world = c10d._world
     backend_name, store = world.pg_map[old_pg]
     name = world.pg_names[old_pg] + ":shrunk"
-    pg = dist.ProcessGroup(store, new_backend.rank(), new_backend.size())
-    backend_type = dist.ProcessGroup.BackendType.CUSTOM
-    pg._set_default_backend(backend_type)
-    for device in ("cpu", "cuda"):
-        pg._register_backend(torch.device(device), backend_type, new_backend)
-    if hasattr(pg, "_set_group_name"):
-        pg._set_group_name(name)
+    pg = _custom_group(store, new_backend, name)
     for table in (world.pg_map, world.pg_names, world.pg_group_ranks, world.pg_backend_config):
         table.pop(old_pg, None)
     world.pg_map[pg] = (backend_name, store)
