@@ -283,7 +283,12 @@ case "${1:-}" in
     steps=${2:-gpu,torch,compare}
     for s in ${steps//,/ }; do
       declare -F "run_$s" > /dev/null || { echo "device-check: no step $s" >&2; continue; }
+      summary_before=${#summary[@]}
       "run_$s"
+      # Each step's lines as soon as it ends: the steps' bounds add up to more than a call's
+      # limit (docs/gpu-runs/README.md), and a call stopped at its limit keeps only what was
+      # printed (tee'd into $OUT/device-check.log), never the final summary below.
+      for l in "${summary[@]:summary_before}"; do echo "summary [$(( $(date +%s) - t0 )) s] $l"; done
     done
     step summary
     for s in "${summary[@]}"; do echo "$s"; done
