@@ -54,7 +54,6 @@ EOF
 chmod +x "$B/tools/kolorun/kolorun" "$B/tests/cuda_ipc/kolo-ipc-test" "$T"/bin-*/nvidia-cuda-mps-control
 
 # What device-check.sh provides to a sourced step.
-t0=$(date +%s)
 step() { echo "== $*"; }
 summary=()
 # shellcheck source=/dev/null
@@ -64,6 +63,13 @@ summary=()
 cleanup() { rm -rf "$T"; }
 PATH=$T/bin-refuses:$PATH run_ipc_mps > "$T/refuses.log" 2>&1
 trap cleanup EXIT
+# The step's own folders (mktemp under /tmp), named in its log: removed here, not left in /tmp.
+step_dir() {
+  local pipe
+  pipe=$(sed -n 's/^== mps: .* -d (pipe \(.*\))$/\1/p' "$OUT/ipc_mps.log")
+  case "$pipe" in /tmp/kolo-mps.*/pipe) rm -rf "${pipe%/pipe}"; echo "$pipe" ;; esac
+}
+[ -n "$(step_dir)" ] || fail "the step's log names no pipe folder of its own"
 case "${summary[-1]-}" in
   *"daemon did not start (rc=3)"*) ;;
   *) fail "a daemon that does not start: summary '${summary[-1]-}', want its exit status 3" ;;
@@ -76,9 +82,8 @@ line=${summary[-1]-}
 for want in "events rc=0" "servers=[4242 ]" "host rc=0" "(OK lines 2, FAILED lines 0)" "one-shot ranks=2 bytes=8"; do
   case "$line" in *"$want"*) ;; *) fail "a daemon that starts: summary '$line' lacks '$want'" ;; esac
 done
-# The step's own folders (mktemp under /tmp), named in its log.
-pipe=$(sed -n 's/^== mps: .* -d (pipe \(.*\))$/\1/p' "$OUT/ipc_mps.log")
-case "$pipe" in /tmp/kolo-mps.*/pipe) rm -rf "${pipe%/pipe}" ;; *) fail "the step's log names no pipe folder of its own: '$pipe'" ;; esac
+pipe=$(step_dir)
+[ -n "$pipe" ] || fail "the step's log names no pipe folder of its own"
 [ "$(grep -cx "rank [01] ordering \(events\|host\) pipe $pipe" "$T/clients" 2>/dev/null)" = 4 ] ||
   fail "the clients were not all given the step's pipe folder $pipe: $(cat "$T/clients" 2>/dev/null)"
 pid=$(cat "$T/daemon.pid" 2>/dev/null)
