@@ -58,6 +58,18 @@ def main():
         nccl_why = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
     if nccl_why:
         nccl = None
+    ipc = os.environ.get("KOLO_CUDA_IPC", "0")
+    if rank == 0:
+        # The header first and each row as it is measured: a run stopped by its time limit keeps
+        # the sizes it finished.
+        print("# %d ranks on %s (%s), torch %s, NCCL %s, KOLO_CUDA_IPC=%s" %
+              (size, torch.cuda.get_device_name(dev), "one GPU" if torch.cuda.device_count() == 1 else
+               "%d GPUs" % torch.cuda.device_count(), torch.__version__,
+               ".".join(map(str, torch.cuda.nccl.version())), ipc))
+        if nccl_why:
+            print("# NCCL: %s" % nccl_why)
+        print("| bytes | kolo us | kolo busbw GB/s | nccl us | nccl busbw GB/s | kolo/nccl time | kolo wrong |")
+        print("|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     rows = []
     nbytes = 8
     while nbytes <= args.max_bytes:
@@ -75,20 +87,14 @@ def main():
         k = statistics.median(times["kolo"])
         n = statistics.median(times["nccl"]) if times["nccl"] else None
         rows.append((nbytes, k, bus / k / 1e3, n, bus / n / 1e3 if n else None, wrong))
-        nbytes *= 8 if nbytes < (1 << 20) else 4
-    if rank == 0:
-        ipc = os.environ.get("KOLO_CUDA_IPC", "0")
-        print("# %d ranks on %s (%s), torch %s, NCCL %s, KOLO_CUDA_IPC=%s" %
-              (size, torch.cuda.get_device_name(dev), "one GPU" if torch.cuda.device_count() == 1 else
-               "%d GPUs" % torch.cuda.device_count(), torch.__version__,
-               ".".join(map(str, torch.cuda.nccl.version())), ipc))
-        if nccl_why:
-            print("# NCCL: %s" % nccl_why)
-        print("| bytes | kolo us | kolo busbw GB/s | nccl us | nccl busbw GB/s | kolo/nccl time | kolo wrong |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for b, k, kb, n, nb, wrong in rows:
+        if rank == 0:
+            b, k, kb, n, nb, wrong = rows[-1]
             ns = "%.1f | %.2f | %.2f" % (n, nb, k / n) if n else "- | - | -"
-            print("| %d | %.1f | %.2f | %s | %d |" % (b, k, kb, ns, wrong))
+            print("| %d | %.1f | %.2f | %s | %d |" % (b, k, kb, ns, wrong), flush=True)
+        # x8 up to 256 KiB, then x4: 1, 4, 16, 64 and 256 MiB (the default --max-bytes, the size
+        # kolo-ipc-test's ratio is taken at; x4 from 2 MiB stopped at 128 MiB).
+        nbytes *= 8 if nbytes < (256 << 10) else 4
+    if rank == 0:
         print("SUMMARY cuda_peers kolo_ipc=%s sizes=%d nccl=%s wrong=%d" %
               (ipc, len(rows), "refused" if nccl_why else "ran", sum(r[5] for r in rows)))
     dist.barrier(group=kolo)

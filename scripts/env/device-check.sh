@@ -56,7 +56,10 @@ prepare() {
            bench/peers/kolo-perf-mpi tools/kolorun/kolorun examples/train/kolo-train libkolo.so.0; do
     [ -e "$build/$f" ] || { echo "device-check: $build/$f missing (build with -Dcuda=enabled and Open MPI)" >&2; exit 1; }
   done
-  grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo /.devcarry/ >> .git/info/exclude
+  # In a worktree .git is a file: the exclude list is the common one, wherever git keeps it.
+  local exclude
+  exclude=$(git rev-parse --git-path info/exclude)
+  grep -qx '/.devcarry/' "$exclude" 2>/dev/null || echo /.devcarry/ >> "$exclude"
   rm -rf "$D" && mkdir -p "$D/lib" "$D/libfallback"
   # The binaries keep the build's layout: their RUNPATH finds libkolo through $ORIGIN/../..
   for f in tests/cuda/cuda-test bench/micro/kolo-bench-cuda-kernels bench/perf/kolo-perf \
@@ -283,7 +286,12 @@ case "${1:-}" in
     steps=${2:-gpu,torch,compare}
     for s in ${steps//,/ }; do
       declare -F "run_$s" > /dev/null || { echo "device-check: no step $s" >&2; continue; }
+      summary_before=${#summary[@]}
       "run_$s"
+      # Each step's lines as soon as it ends: the steps' bounds add up to more than a call's
+      # limit (docs/gpu-runs/README.md), and a call stopped at its limit keeps only what was
+      # printed (tee'd into $OUT/device-check.log), never the final summary below.
+      for l in "${summary[@]:summary_before}"; do echo "summary [$(( $(date +%s) - t0 )) s] $l"; done
     done
     step summary
     for s in "${summary[@]}"; do echo "$s"; done

@@ -47,12 +47,14 @@ run_ipc_mps() {
   }
   trap mps_stop EXIT
   echo "== mps: $ctl -d (pipe $CUDA_MPS_PIPE_DIRECTORY)" >> "$log"
-  if ! timeout 10 "$ctl" -d >> "$log" 2>&1; then
-    line+=" daemon did not start (rc=$?)"
+  local rc o
+  timeout 10 "$ctl" -d >> "$log" 2>&1
+  rc=$?  # (inside `if ! ...; then` $? would be the negation's 0)
+  if [ $rc != 0 ]; then
+    line+=" daemon did not start (rc=$rc)"
     mps_stop; trap - EXIT
     summary+=("$line"); return
   fi
-  local rc o
   for o in events host; do
     echo "== mps $o: kolorun -n 2 kolo-ipc-test --bench KOLO_IPC_ORDERING=$o (timeout 60 s)" >> "$log"
     KOLO_IPC_ORDERING=$o timeout -k 2 60 "$B/tools/kolorun/kolorun" -n 2 "$exe" --bench >> "$log" 2>&1
