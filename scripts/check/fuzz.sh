@@ -48,6 +48,8 @@ for t in "${targets[@]}"; do
                   transports/tcp/pending_pair.cpp common/tls.cpp ;;
     tls_records) build tls_records common/tls.cpp common/crypto.cpp common/config.cpp ;;
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
+                transports/shm/shm_pair_remote_read.cpp transports/shm/shm_pair_control.cpp \
+                transports/shm/shm_pair_abort_handover.cpp \
                 transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp \
                 transports/shm/shm_fence.cpp common/thread_fence.cpp ;;
     store) build store src/store/store_auth.cpp common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;

@@ -7,6 +7,10 @@
 // slot (address, size, tag): the receiver reads it straight from the sender's memory with
 // process_vm_readv into the user's buffer and counts it done in the ring's `cma_done`, which
 // completes the send. Receives match incoming messages in posting order and check tag and size.
+//
+// Defined in four files by job: shm_pair.cpp (the ring's data path), shm_pair_remote_read.cpp
+// (large messages read from the sender's memory), shm_pair_control.cpp (the control socket and
+// sleep flags), shm_pair_abort_handover.cpp (failures, aborts and the hand-over).
 #pragma once
 #include <sys/types.h>
 
