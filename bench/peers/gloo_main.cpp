@@ -80,7 +80,17 @@ int run(const kolo::peers::PeerOptions& o) {
   // Everyone has read the store: rank 0 removes it now, so no launch leaves files behind.
   backend.barrier();
   if (rank == 0) std::filesystem::remove_all(dir);
-  return kolo::bench::run_benchmark(backend, o, kTraits.name, std::string("[") + kTraits.name + "]");
+  const int status = kolo::bench::run_benchmark(backend, o, kTraits.name, std::string("[") + kTraits.name + "]");
+  // No rank closes its sockets before every rank is out of the last collective. Gloo's classic
+  // algorithms (AllreduceRing, ...: the run's last call is the check's AllreduceRing sum) wait
+  // through transport::Buffer, whose waitRecv throws the pair's error before it looks at a
+  // message that has already arrived; so a rank that returned from that call and exited failed a
+  // slower peer still on its way to its last wait with "Connection closed by peer" (any algorithm,
+  // at 3 and 4 ranks: 0.5-5% of runs on 2 busy cores, 2026-11-29). gloo::barrier waits on unbound
+  // buffers, which hand over a completed receive before any error, and no peer can leave it before
+  // this rank has posted its part: after it, nobody has a wait left that an exit could spoil.
+  backend.barrier();
+  return status;
 }
 
 }  // namespace

@@ -84,10 +84,11 @@ run_table() {  # name, command...: one table as OUT/<name>.txt, .json, .csv
   fi
 }
 
-# A peer's run, tried a second time if the first fails: Gloo 0.5.0's TCP pairs drop a
-# connection ("Connection closed by peer") about once in a few dozen short runs on this VM,
-# which says nothing about kolo. The first log is kept as <name>.first-try.txt and the retry is
-# reported; a second failure counts. kolo's own runs are never retried.
+# A peer's run, tried a second time if the first fails. (The failures this was added for, Gloo's
+# "Connection closed by peer" about once in a few dozen short runs, were kolo-perf-gloo exiting
+# before its peers were out of the last collective; its final barrier ended them, 2026-11-29.)
+# The first log is kept as <name>.first-try.txt and the retry is reported; a second failure
+# counts. kolo's own runs are never retried.
 run_peer_table() {
   local name=$1; shift
   if timeout -k 10 "$RUN_TIMEOUT" "$@" --json "$OUT/$name.json" --csv "$OUT/$name.csv" > "$OUT/$name.txt" 2>&1; then

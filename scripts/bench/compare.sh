@@ -241,8 +241,9 @@ run_one() {  # impl ranks collective band-index rep
   local log="$OUT/raw/r${rep}_${coll}_n${n}_${impl}_${bands[$b]}.txt"
   { echo "# ${cmd[*]}"; echo "# loadavg before: $(cat /proc/loadavg)"; } > "$log"
   if ! timeout -k 10 "$((RUN_TIMEOUT + 30))" "${cmd[@]}" >> "$log" 2>&1; then
-    # A peer's failed run is tried once more (Gloo's TCP pairs drop a connection about once in a
-    # few dozen short runs here); the first log is kept beside it. kolo is never retried.
+    # A peer's failed run is tried once more (added for Gloo's "Connection closed by peer", which
+    # was kolo-perf-gloo's own exit, fixed by its final barrier); the first log is kept beside it.
+    # kolo is never retried.
     if [ "$impl" != kolo ]; then
       mv "$log" "$log.first-try"
       echo "compare.sh: WARNING: retrying a failed peer run once: ${cmd[*]} (first log: $log.first-try)" >&2
