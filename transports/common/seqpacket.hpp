@@ -5,6 +5,9 @@
 // has its own copy in shm_socket.cpp, from before this file). Every call names `who` (the
 // transport) in its errors.
 #pragma once
+#include <sys/types.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -25,5 +28,24 @@ Fd accept_until(const char* who, int listen_fd, Clock::time_point deadline);
 void send_record_until(const char* who, int fd, const void* rec, size_t bytes, Clock::time_point deadline);
 // Waits for one record; returns its size. Throws Error if the peer closed, TimeoutError at the deadline.
 size_t recv_record_until(const char* who, int fd, void* rec, size_t capacity, Clock::time_point deadline);
+
+// How a non-blocking read of a control socket that gave no record (`n` <= 0, `err` its errno)
+// ends the reading: read on, the peer hung up, nothing more queued, or an error. A peer that
+// closed with unread records in its own socket (this side's doorbells) makes the kernel report
+// ECONNRESET once, ahead of what the peer sent before closing, which is still queued: its abort
+// notice, whose reason this side must report rather than "closed unexpectedly" (seen under load:
+// a MismatchError's partner reported a dead peer instead). So the first ECONNRESET reads on
+// (`reset_seen` remembers it); end of file, or ECONNRESET again, is the hang-up.
+enum class ReadEnd { read_on, hang_up, drained, error };
+inline ReadEnd read_end(ssize_t n, int err, bool& reset_seen) {
+  if (n < 0 && err == ECONNRESET && !reset_seen) {
+    reset_seen = true;
+    return ReadEnd::read_on;
+  }
+  if (n == 0 || err == ECONNRESET) return ReadEnd::hang_up;
+  if (err == EINTR) return ReadEnd::read_on;
+  if (err == EAGAIN || err == EWOULDBLOCK) return ReadEnd::drained;
+  return ReadEnd::error;
+}
 
 }  // namespace kolo::transport::seqpacket

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transports/common/seqpacket.hpp"
 #include "transports/common/setup_text.hpp"
 
 namespace kolo::cuda_ipc {
@@ -283,19 +284,14 @@ bool IpcPair::read_socket() {
       }
       continue;
     }
-    if (n < 0 && errno == ECONNRESET && !reset_seen) {
-      // A peer that closed with unread records in its socket makes the kernel report
-      // ECONNRESET once, ahead of what it sent before closing (its abort notice): read on.
-      reset_seen = true;
-      continue;
+    const int err = errno;
+    switch (transport::seqpacket::read_end(n, err, reset_seen)) {
+      case transport::seqpacket::ReadEnd::read_on: continue;
+      case transport::seqpacket::ReadEnd::hang_up: handle_hangup(); return true;
+      case transport::seqpacket::ReadEnd::drained: return changed;
+      case transport::seqpacket::ReadEnd::error: break;
     }
-    if (n == 0 || errno == ECONNRESET) {
-      handle_hangup();
-      return true;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return changed;
-    return fail(Failure::io_error, "control socket of " + who() + ": " + transport::errno_text(errno));
+    return fail(Failure::io_error, "control socket of " + who() + ": " + transport::errno_text(err));
   }
 }
 

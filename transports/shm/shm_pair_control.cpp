@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <string>
 
+#include "transports/common/seqpacket.hpp"
 #include "transports/shm/shm_device.hpp"
 
 namespace kolo::shm {
@@ -39,22 +40,14 @@ bool ShmPair::read_socket() {
       }
       continue;
     }
-    if (n < 0 && errno == ECONNRESET && !reset_seen) {
-      // A peer that closed with unread records in its own socket (our doorbells) makes the
-      // kernel report ECONNRESET once, ahead of what the peer had sent before closing, which is
-      // still queued: its abort notice, whose reason this rank must report rather than "closed
-      // unexpectedly" (seen under load: a MismatchError's partner reported a dead peer instead).
-      // Read on: the queue ends in its records, then end of file.
-      reset_seen = true;
-      continue;
+    const int err = errno;
+    switch (transport::seqpacket::read_end(n, err, reset_seen)) {
+      case transport::seqpacket::ReadEnd::read_on: continue;
+      case transport::seqpacket::ReadEnd::hang_up: handle_hangup(); return true;
+      case transport::seqpacket::ReadEnd::drained: return changed;
+      case transport::seqpacket::ReadEnd::error: break;
     }
-    if (n == 0 || errno == ECONNRESET) {
-      handle_hangup();
-      return true;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return changed;
-    fail(Failure::io_error, "control socket of " + who() + ": " + transport::errno_text(errno));
+    fail(Failure::io_error, "control socket of " + who() + ": " + transport::errno_text(err));
     return true;
   }
 }
