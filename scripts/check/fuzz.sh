@@ -50,7 +50,7 @@ for t in "${targets[@]}"; do
     shm_ring) build shm_ring "${tcp[@]}" "${engine[@]}" transports/shm/shm_device.cpp transports/shm/shm_pair.cpp \
                 transports/shm/shm_pair_remote_read.cpp transports/shm/shm_pair_control.cpp \
                 transports/shm/shm_pair_abort_handover.cpp \
-                transports/shm/shm_socket.cpp transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp \
+                transports/shm/shm_segment.cpp transports/shm/shm_connect.cpp transports/common/seqpacket.cpp \
                 transports/shm/shm_fence.cpp common/thread_fence.cpp ;;
     store) build store src/store/store_auth.cpp common/crypto.cpp src/store/tcp_store_state.cpp src/store/tcp_store_wire.cpp src/store/store_common.cpp ;;
     options) build options -Ibench/common -Icommon -Ibench/perf bench/perf/options.cpp \

@@ -112,4 +112,11 @@ size_t recv_record_until(const char* who, int fd, void* rec, size_t capacity, Cl
   }
 }
 
+pid_t peer_pid(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+  return cred.pid;
+}
+
 }  // namespace kolo::transport::seqpacket

@@ -1,9 +1,8 @@
 // Unix-domain SOCK_SEQPACKET connections in the abstract namespace (nothing on disk to clean
 // up), for a control channel between two processes of one host: each send is one record, and
 // when a process dies the kernel closes its end, so the survivor learns of the death at once.
-// Neutral ground for the transports that want one beside their data path (cuda_ipc's pair; shm
-// has its own copy in shm_socket.cpp, from before this file). Every call names `who` (the
-// transport) in its errors.
+// Neutral ground for the transports that want one beside their data path (the shm and cuda_ipc
+// pairs). Every call names `who` (the transport) in its errors.
 #pragma once
 #include <sys/types.h>
 
@@ -28,6 +27,9 @@ Fd accept_until(const char* who, int listen_fd, Clock::time_point deadline);
 void send_record_until(const char* who, int fd, const void* rec, size_t bytes, Clock::time_point deadline);
 // Waits for one record; returns its size. Throws Error if the peer closed, TimeoutError at the deadline.
 size_t recv_record_until(const char* who, int fd, void* rec, size_t capacity, Clock::time_point deadline);
+// The process at the other end, as the kernel saw it connect (in this process's pid namespace);
+// -1 if the kernel does not say.
+pid_t peer_pid(int fd);
 
 // How a non-blocking read of a control socket that gave no record (`n` <= 0, `err` its errno)
 // ends the reading: read on, the peer hung up, nothing more queued, or an error. A peer that

@@ -26,6 +26,7 @@
 #include "kolo/store.hpp"
 #include "kolo/version.hpp"
 #include "transports/common/auth.hpp"
+#include "transports/common/seqpacket.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/shm/shm_fence.hpp"
@@ -35,6 +36,10 @@ namespace kolo::shm {
 
 using transport::Bootstrap;
 using transport::HelloStatus;
+namespace seqpacket = transport::seqpacket;
+
+// Who the control socket's errors name.
+constexpr const char* kWho = "shm transport";
 
 namespace {
 
@@ -206,7 +211,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     std::string name = attempt == 0 ? base : base + "-" + std::to_string(attempt);
     Segment seg = Segment::create("/" + name, total);
     if (!seg.valid()) continue;  // left over from a killed process whose pid came back
-    listener = listen_abstract(name);
+    listener = seqpacket::listen_abstract(kWho, name);
     if (!listener.valid()) continue;
     *dev->own_ = std::move(seg);
     seg_name = "/" + name;
@@ -279,14 +284,14 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
       ++lower;
       continue;
     }
-    Fd fd = connect_abstract_until(peer_socket[static_cast<size_t>(peer)], b.deadline);
+    Fd fd = seqpacket::connect_abstract_until(kWho, peer_socket[static_cast<size_t>(peer)], b.deadline);
     Hello h = make_hello(b, peer, HelloStatus::ok, &dev->probe_word_);
     const transport::auth::Nonce challenge = transport::auth::fresh_nonce();
     std::memcpy(h.nonce, challenge.data(), sizeof h.nonce);
     const auto proof = transport::auth::prove(b.secret, transport::auth::Role::connector, binding(b, b.rank, peer), challenge,
                                               peer_nonce[static_cast<size_t>(peer)]);
     std::memcpy(h.mac, proof.data(), sizeof h.mac);
-    send_record_until(fd.get(), &h, sizeof h, b.deadline);
+    seqpacket::send_record_until(kWho, fd.get(), &h, sizeof h, b.deadline);
     challenges[static_cast<size_t>(peer)] = challenge;
     socks[static_cast<size_t>(peer)] = std::move(fd);
     higher.push_back(peer);
@@ -297,7 +302,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     Fd fd;
     try {
       // Wake up now and then to see whether a peer gave up (and why).
-      fd = accept_until(listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
+      fd = seqpacket::accept_until(kWho, listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
     } catch (const TimeoutError&) {
       const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
       transport::throw_if_peer_gave_up(b, refusals);
@@ -311,7 +316,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     Hello h{};
     size_t got = 0;
     try {
-      got = recv_record_until(fd.get(), &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
+      got = seqpacket::recv_record_until(kWho, fd.get(), &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
     } catch (const Error& e) {
       ++refused;
       last_refusal = std::string("no valid handshake: ") + e.what();
@@ -326,7 +331,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
       std::memcpy(reply.mac, proof.data(), sizeof reply.mac);
     }
     try {
-      send_record_until(fd.get(), &reply, sizeof reply, b.deadline);
+      seqpacket::send_record_until(kWho, fd.get(), &reply, sizeof reply, b.deadline);
     } catch (const Error&) {
       // The caller is gone; nothing to tell it.
     }
@@ -345,7 +350,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     Hello r{};
     size_t got = 0;
     try {
-      got = recv_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+      got = seqpacket::recv_record_until(kWho, socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
     } catch (const TimeoutError&) {
       throw TimeoutError("rank " + std::to_string(peer) + " did not answer the shared-memory handshake of rank " +
                          std::to_string(b.rank) + " before the timeout", peer);
@@ -374,20 +379,20 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
   std::vector<bool> we_read(static_cast<size_t>(b.size), false);
   for (int peer : peers) {
     const Hello& h = their[static_cast<size_t>(peer)];
-    pid_t pid = peer_pid(socks[static_cast<size_t>(peer)].get());
+    pid_t pid = seqpacket::peer_pid(socks[static_cast<size_t>(peer)].get());
     pids[static_cast<size_t>(peer)] = pid;
     int err = 0;
     bool can = pid > 0 && probe_remote_read(pid, h.probe_addr, h.probe_value, &err);
     if (!can) log_fallback_once(peer, err);
     we_read[static_cast<size_t>(peer)] = can;
     Ready r{kReadyMagic, can ? 1u : 0u};
-    send_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+    seqpacket::send_record_until(kWho, socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
   }
   for (int peer : peers) {
     Ready r{};
     size_t got = 0;
     try {
-      got = recv_record_until(socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
+      got = seqpacket::recv_record_until(kWho, socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
     } catch (const TimeoutError&) {
       throw TimeoutError("rank " + std::to_string(peer) + " did not finish the shared-memory setup with rank " +
                          std::to_string(b.rank) + " before the timeout", peer);

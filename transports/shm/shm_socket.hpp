@@ -1,8 +1,8 @@
-// The control channel of a shared-memory pair: one unix-domain SOCK_SEQPACKET connection in the
-// abstract namespace (nothing on disk to clean up). The data never goes through it; it carries
-// the setup handshake, then one-record messages: doorbells (wake a sleeping peer), abort notices
-// and goodbyes. When a process dies the kernel closes its end, which is how a survivor learns of
-// the death at once even while it sleeps.
+// The records on a shared-memory pair's control channel: one unix-domain SOCK_SEQPACKET
+// connection in the abstract namespace (transports/common/seqpacket.hpp). The data never goes
+// through it; it carries the setup handshake, then one-record messages: doorbells (wake a sleeping
+// peer), abort notices and goodbyes. When a process dies the kernel closes its end, which is how a
+// survivor learns of the death at once even while it sleeps.
 #pragma once
 #include <sys/types.h>
 
@@ -61,19 +61,5 @@ struct Resync {
   uint64_t described;  // the sender's large messages described so far (the cma_done count)
 };
 constexpr size_t kMaxAbortReason = 4096;
-
-// Listens on the abstract name; an invalid Fd if the name is taken.
-Fd listen_abstract(const std::string& name);
-// Connects to a listening abstract name, retrying while the peer's backlog is full.
-Fd connect_abstract_until(const std::string& name, Clock::time_point deadline);
-// Accepts one connection; throws TimeoutError at the deadline.
-Fd accept_until(int listen_fd, Clock::time_point deadline);
-// One record, whole, bounded by the deadline (non-blocking sockets).
-void send_record_until(int fd, const void* rec, size_t bytes, Clock::time_point deadline);
-// Waits for one record; returns its size. Throws Error if the peer closed, TimeoutError at the
-// deadline.
-size_t recv_record_until(int fd, void* rec, size_t capacity, Clock::time_point deadline);
-// The process at the other end, as the kernel saw it connect (in this process's pid namespace).
-pid_t peer_pid(int fd);
 
 }  // namespace kolo::shm
