@@ -9,7 +9,7 @@
 // of the outgoing block that has just left. A chunk's scratch stays in cache for that copy, so
 // memory sees the block read once and written once; a whole block received into scratch and
 // copied afterwards (as Open MPI's in-place all-to-all does) went through memory twice more:
-// 16 MiB at 2 ranks took 5.1 ms that way and 2.0 ms by chunks here (docs/PERFORMANCE.md).
+// 16 MiB at 2 ranks took 4.97 ms that way and 2.59 ms by chunks here (docs/PERFORMANCE.md).
 // Otherwise the outgoing blocks are first copied to scratch (the own block stays where it is).
 #include <algorithm>
 #include <cstring>

@@ -165,17 +165,18 @@ constexpr int64_t kBroadcastDirectMaxBytes = 4 << 10;
 constexpr int kBroadcastDirectMaxRanks = 4;
 // Central barrier: rank 0 takes P-1 arrivals and sends P-1 releases one after the other, which
 // beyond a handful of ranks costs more than dissemination's log2 P rounds. Back-to-back barriers
-// on 2 cores: level at 3-4 ranks, 19-30 against 27-56 us at 8 (docs/PERFORMANCE.md, 2026-11-27).
+// on 2 cores, central against dissemination: level at 3 ranks, 19-22 against 43-45 us at 8
+// (docs/PERFORMANCE.md, 2026-11-27).
 constexpr int kBarrierCentralMaxRanks = 8;
 // Twoshot instead of the ring where the host's ranks outnumber its CPUs. The ring's 2(P-1)
 // rounds each wait for the previous rank, which is often not running (4 ranks on 2 cores: ~700
 // context switches per 64 MiB call), and each of its chunks is copied twice (into a slot and out
 // of it); twoshot's two rounds of whole blocks are copied once (shared memory's single copy
 // from 2 MiB), so every rank that runs has copying to do. Measured on 2 cores, interleaved,
-// ring -> twoshot: 3 ranks 8 / 64 MiB 5.2 -> 3.4 / 62.8 -> 44.6 ms; 4 ranks 8 / 16 / 64 MiB
-// 6.9 -> 5.6 / 13.8 -> 10.6 / 66.4 -> 62.4; 8 ranks 8 / 64 MiB 21.4 -> 19.9 / 196 -> 155; level
-// at 4 ranks up to 4 MiB (blocks of 1 MiB go through the slots as the ring's do)
-// (docs/PERFORMANCE.md). Not measured beyond 8 ranks, nor on idle cores, where the ring stays.
+// ring -> twoshot: 3 ranks 8 / 64 MiB 5.4 -> 3.6 / 61.3 -> 51.3 ms; 4 ranks 8 / 16 / 64 MiB
+// 6.8 -> 5.6 / 15.0 -> 14.0 / 83.7 -> 74.7; 8 ranks 8 / 64 MiB 21.4 -> 19.9 / 196 -> 155; level
+// at 4 ranks at 4 MiB (blocks of 1 MiB go through the slots as the ring's do)
+// (docs/PERFORMANCE.md, "Why the code is as it is"). Not measured beyond 8 ranks, nor on idle cores, where the ring stays.
 constexpr int kTwoshotMaxRanks = 8;
 
 // One host of 3-8 ranks, more of them than CPUs, and a large all-reduce (the rule above).
