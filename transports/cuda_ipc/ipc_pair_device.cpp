@@ -22,6 +22,7 @@
 #include "kolo/store.hpp"
 #include "transports/common/auth.hpp"
 #include "transports/common/seqpacket.hpp"
+#include "transports/common/seqpacket_handshake.hpp"
 #include "transports/common/setup_text.hpp"
 #include "transports/cuda_ipc/standin_memory.hpp"
 #include "transports/setup_failure.hpp"
@@ -37,48 +38,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kWho = "cuda_ipc";
+constexpr sp::HandshakeNames kNames{kWho, kWho, "cuda_ipc", "cuda_ipc", wire::kProtocolVersion, wire::kHelloMagic};
 
 std::string store_key(const Bootstrap& b, int rank) { return b.prefix + "/cuda_ipc_pair/" + std::to_string(rank); }
-
-transport::auth::Binding binding(const Bootstrap& b, int connector, int acceptor) {
-  return {"cuda_ipc", wire::kProtocolVersion, transport::group_hash(b.prefix), connector, acceptor, b.size};
-}
-
-transport::auth::Mac mac_of(const wire::Hello& h) {
-  transport::auth::Mac m{};
-  std::memcpy(m.data(), h.mac, m.size());
-  return m;
-}
-
-transport::auth::Nonce nonce_of(const wire::Hello& h) {
-  transport::auth::Nonce n{};
-  std::memcpy(n.data(), h.nonce, n.size());
-  return n;
-}
-
-wire::Hello make_hello(const Bootstrap& b, int peer, HelloStatus status) {
-  wire::Hello h{};
-  h.magic = wire::kHelloMagic;
-  h.protocol_version = wire::kProtocolVersion;
-  h.group_hash = transport::group_hash(b.prefix);
-  h.src_rank = b.rank;
-  h.dst_rank = peer;
-  h.world_size = b.size;
-  h.status = static_cast<uint32_t>(status);
-  return h;
-}
-
-HelloStatus check_hello(const wire::Hello& h, size_t got, const Bootstrap& b, const std::vector<bool>& want,
-                        const transport::auth::Nonce& mine) {
-  using namespace transport::auth;
-  if (got != sizeof h || h.magic != wire::kHelloMagic) return HelloStatus::bad_magic;
-  if (h.protocol_version != wire::kProtocolVersion) return HelloStatus::bad_version;
-  if (h.group_hash != transport::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
-  if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) return HelloStatus::bad_rank;
-  if (!same(mac_of(h), prove(b.secret, Role::connector, binding(b, h.src_rank, b.rank), nonce_of(h), mine)))
-    return HelloStatus::bad_secret;
-  return HelloStatus::ok;
-}
 
 std::string socket_name(const Bootstrap& b, int attempt) {
   char buf[96];
@@ -147,111 +109,22 @@ void IpcPairDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>&
   const transport::auth::Nonce my_nonce = transport::auth::fresh_nonce();
   b.store->set(store_key(b, b.rank), name + "\n" + transport::auth::to_hex(my_nonce));
 
-  // 2. Connect to the higher ranks (the kernel queues a connection: nobody waits to be accepted).
-  std::vector<Fd> socks(static_cast<size_t>(b.size));
-  std::vector<transport::auth::Nonce> challenges(static_cast<size_t>(b.size)), peer_nonce(static_cast<size_t>(b.size));
-  std::vector<bool> want(static_cast<size_t>(b.size), false);
-  std::vector<int> higher;
-  int lower = 0;
+  // 2. The higher ranks' listening names and nonces, as they published them.
+  std::vector<std::string> address(static_cast<size_t>(b.size));
+  std::vector<transport::auth::Nonce> peer_nonce(static_cast<size_t>(b.size));
   for (int peer : peers) {
-    if (peer < b.rank) {
-      want[static_cast<size_t>(peer)] = true;
-      ++lower;
-      continue;
-    }
+    if (peer < b.rank) continue;
     const std::string info = b.store->get_string(store_key(b, peer));
     const auto nl = info.find('\n');
     if (nl == std::string::npos || !transport::auth::from_hex(info.substr(nl + 1), &peer_nonce[static_cast<size_t>(peer)]))
       throw Error("cuda_ipc: malformed store entry " + store_key(b, peer) + " (mixed kolo versions?)");
-    Fd fd = sp::connect_abstract_until(kWho, info.substr(0, nl), b.deadline);
-    wire::Hello h = make_hello(b, peer, HelloStatus::ok);
-    const transport::auth::Nonce challenge = transport::auth::fresh_nonce();
-    std::memcpy(h.nonce, challenge.data(), sizeof h.nonce);
-    const auto proof = transport::auth::prove(b.secret, transport::auth::Role::connector, binding(b, b.rank, peer), challenge,
-                                              peer_nonce[static_cast<size_t>(peer)]);
-    std::memcpy(h.mac, proof.data(), sizeof h.mac);
-    sp::send_record_until(kWho, fd.get(), &h, sizeof h, b.deadline);
-    challenges[static_cast<size_t>(peer)] = challenge;
-    socks[static_cast<size_t>(peer)] = std::move(fd);
-    higher.push_back(peer);
+    address[static_cast<size_t>(peer)] = info.substr(0, nl);
   }
 
-  // 3. Accept the lower ranks, checking each hello; a refused one is answered with the reason.
-  int refused = 0;
-  std::string last_refusal;
-  while (lower > 0) {
-    Fd fd;
-    try {
-      // Wake up now and then to see whether a peer gave up (and why).
-      fd = sp::accept_until(kWho, listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
-    } catch (const TimeoutError&) {
-      const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
-      transport::throw_if_peer_gave_up(b, refusals);
-      if (Clock::now() < b.deadline) continue;
-      std::string missing;
-      for (int p = 0; p < b.size; ++p)
-        if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-      throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for cuda_ipc connections from rank(s) " +
-                         missing + refusals);
-    }
-    wire::Hello h{};
-    size_t got = 0;
-    try {
-      got = sp::recv_record_until(kWho, fd.get(), &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
-    } catch (const Error& e) {
-      ++refused;
-      last_refusal = std::string("no valid handshake: ") + e.what();
-      continue;
-    }
-    const HelloStatus st = check_hello(h, got, b, want, my_nonce);
-    const int src = h.src_rank;
-    wire::Hello reply = make_hello(b, st == HelloStatus::ok ? src : -1, st);
-    if (st == HelloStatus::ok) {
-      const auto proof =
-          transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, src, b.rank), nonce_of(h), my_nonce);
-      std::memcpy(reply.mac, proof.data(), sizeof reply.mac);
-    }
-    try {
-      sp::send_record_until(kWho, fd.get(), &reply, sizeof reply, b.deadline);
-    } catch (const Error&) {
-      // The caller is gone; nothing to tell it.
-    }
-    if (st != HelloStatus::ok) {
-      ++refused;
-      last_refusal = std::string(transport::hello_status_text(st)) + (got == sizeof h ? " (claims rank " + std::to_string(src) + ")" : "");
-      KOLO_LOG(warn, "cuda_ipc: refused a connection: " << last_refusal);
-      continue;
-    }
-    want[static_cast<size_t>(src)] = false;
-    --lower;
-    socks[static_cast<size_t>(src)] = std::move(fd);
-  }
-
-  // 4. The higher ranks' answers.
-  for (int peer : higher) {
-    wire::Hello r{};
-    size_t got = 0;
-    try {
-      got = sp::recv_record_until(kWho, socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
-    } catch (const TimeoutError&) {
-      throw TimeoutError("rank " + std::to_string(peer) + " did not answer the cuda_ipc handshake of rank " +
-                             std::to_string(b.rank) + " before the timeout",
-                         peer);
-    } catch (const Error& e) {
-      throw PeerError("rank " + std::to_string(peer) + " closed the cuda_ipc connection during the handshake: " + e.what(), peer);
-    }
-    const HelloStatus st = got != sizeof r || r.magic != wire::kHelloMagic ? HelloStatus::bad_magic : static_cast<HelloStatus>(r.status);
-    if (st != HelloStatus::ok)
-      throw PeerError("rank " + std::to_string(peer) + " refused the cuda_ipc connection from rank " + std::to_string(b.rank) +
-                          ": " + transport::hello_status_text(st),
-                      peer);
-    if (!transport::auth::same(mac_of(r), transport::auth::prove(b.secret, transport::auth::Role::acceptor,
-                                                                 binding(b, b.rank, peer), challenges[static_cast<size_t>(peer)],
-                                                                 peer_nonce[static_cast<size_t>(peer)])))
-      throw PeerError("rank " + std::to_string(peer) + " accepted the cuda_ipc connection from rank " + std::to_string(b.rank) +
-                          " but could not prove the job secret: " + transport::hello_status_text(HelloStatus::bad_secret),
-                      peer);
-  }
+  // 3-4. Connect to the higher ranks, accept the lower ones, each hello and answer authenticated
+  //      (transports/common/seqpacket_handshake.hpp).
+  const sp::Handshake<wire::Hello> handshake(b, kNames, my_nonce);
+  std::vector<Fd> socks = handshake.run(peers, listener.get(), address, peer_nonce).socks;
 
   // 5. One staging ring per peer, exported now (the peer maps it at its first small message).
   for (int peer : peers) {

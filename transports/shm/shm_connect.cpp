@@ -27,6 +27,7 @@
 #include "kolo/version.hpp"
 #include "transports/common/auth.hpp"
 #include "transports/common/seqpacket.hpp"
+#include "transports/common/seqpacket_handshake.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/shm/shm_fence.hpp"
@@ -40,6 +41,8 @@ namespace seqpacket = transport::seqpacket;
 
 // Who the control socket's errors name.
 constexpr const char* kWho = "shm transport";
+constexpr seqpacket::HandshakeNames kNames{kWho, "shm", "shared-memory", "shm", static_cast<uint32_t>(kProtocolVersion),
+                                           kHelloMagic};
 
 namespace {
 
@@ -91,49 +94,6 @@ std::string base_name(const Bootstrap& b) {
 }
 
 std::string store_key(const Bootstrap& b, int rank) { return b.prefix + "/shm/" + std::to_string(rank); }
-
-transport::auth::Binding binding(const Bootstrap& b, int connector, int acceptor) {
-  return {"shm", static_cast<uint32_t>(kProtocolVersion), transport::group_hash(b.prefix), connector, acceptor, b.size};
-}
-
-transport::auth::Mac mac_of(const Hello& h) {
-  transport::auth::Mac m{};
-  std::memcpy(m.data(), h.mac, m.size());
-  return m;
-}
-
-transport::auth::Nonce nonce_of(const Hello& h) {
-  transport::auth::Nonce n{};
-  std::memcpy(n.data(), h.nonce, n.size());
-  return n;
-}
-
-// A connector's hello carries its challenge and its proof; a reply carries the acceptor's proof.
-Hello make_hello(const Bootstrap& b, int peer, HelloStatus status, const uint64_t* probe) {
-  Hello h{};
-  h.magic = kHelloMagic;
-  h.protocol_version = static_cast<uint32_t>(kProtocolVersion);
-  h.group_hash = transport::group_hash(b.prefix);
-  h.src_rank = b.rank;
-  h.dst_rank = peer;
-  h.world_size = b.size;
-  h.status = static_cast<uint32_t>(status);
-  h.probe_addr = reinterpret_cast<uint64_t>(probe);
-  h.probe_value = *probe;
-  return h;
-}
-
-HelloStatus check_hello(const Hello& h, size_t got, const Bootstrap& b, const std::vector<bool>& want,
-                        const transport::auth::Nonce& mine) {
-  using namespace transport::auth;
-  if (got != sizeof h || h.magic != kHelloMagic) return HelloStatus::bad_magic;
-  if (h.protocol_version != static_cast<uint32_t>(kProtocolVersion)) return HelloStatus::bad_version;
-  if (h.group_hash != transport::group_hash(b.prefix) || h.world_size != b.size || h.dst_rank != b.rank) return HelloStatus::bad_group;
-  if (h.src_rank < 0 || h.src_rank >= b.size || !want[static_cast<size_t>(h.src_rank)]) return HelloStatus::bad_rank;
-  if (!same(mac_of(h), prove(b.secret, Role::connector, binding(b, h.src_rank, b.rank), nonce_of(h), mine)))
-    return HelloStatus::bad_secret;
-  return HelloStatus::ok;
-}
 
 // Finds the ring that `sender` writes in a segment owned by `owner`, checking the layout.
 RingView find_ring(const Segment& seg, int owner, int sender) {
@@ -270,106 +230,14 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     dev->peers_.push_back(std::make_shared<Segment>(std::move(seg)));
   }
 
-  // 4. Control sockets. Connecting never waits for the peer to accept (the kernel queues it),
-  //    so every rank connects first and accepts afterwards, as the TCP transport does.
-  std::vector<Fd> socks(static_cast<size_t>(b.size));
-  std::vector<Hello> their(static_cast<size_t>(b.size));
-  std::vector<transport::auth::Nonce> challenges(static_cast<size_t>(b.size));
-  std::vector<int> higher;
-  std::vector<bool> want(static_cast<size_t>(b.size), false);
-  int lower = 0;
-  for (int peer : peers) {
-    if (peer < b.rank) {
-      want[static_cast<size_t>(peer)] = true;
-      ++lower;
-      continue;
-    }
-    Fd fd = seqpacket::connect_abstract_until(kWho, peer_socket[static_cast<size_t>(peer)], b.deadline);
-    Hello h = make_hello(b, peer, HelloStatus::ok, &dev->probe_word_);
-    const transport::auth::Nonce challenge = transport::auth::fresh_nonce();
-    std::memcpy(h.nonce, challenge.data(), sizeof h.nonce);
-    const auto proof = transport::auth::prove(b.secret, transport::auth::Role::connector, binding(b, b.rank, peer), challenge,
-                                              peer_nonce[static_cast<size_t>(peer)]);
-    std::memcpy(h.mac, proof.data(), sizeof h.mac);
-    seqpacket::send_record_until(kWho, fd.get(), &h, sizeof h, b.deadline);
-    challenges[static_cast<size_t>(peer)] = challenge;
-    socks[static_cast<size_t>(peer)] = std::move(fd);
-    higher.push_back(peer);
-  }
-  int refused = 0;
-  std::string last_refusal;
-  while (lower > 0) {
-    Fd fd;
-    try {
-      // Wake up now and then to see whether a peer gave up (and why).
-      fd = seqpacket::accept_until(kWho, listener.get(), std::min(b.deadline, Clock::now() + std::chrono::milliseconds(200)));
-    } catch (const TimeoutError&) {
-      const std::string refusals = refused ? "; refused " + std::to_string(refused) + " connection(s): " + last_refusal : "";
-      transport::throw_if_peer_gave_up(b, refusals);
-      if (Clock::now() < b.deadline) continue;
-      std::string missing;
-      for (int p = 0; p < b.size; ++p)
-        if (want[static_cast<size_t>(p)]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-      throw TimeoutError("rank " + std::to_string(b.rank) + " timed out waiting for shared-memory connections from rank(s) " +
-                         missing + refusals);
-    }
-    Hello h{};
-    size_t got = 0;
-    try {
-      got = seqpacket::recv_record_until(kWho, fd.get(), &h, sizeof h, std::min(b.deadline, Clock::now() + std::chrono::seconds(10)));
-    } catch (const Error& e) {
-      ++refused;
-      last_refusal = std::string("no valid handshake: ") + e.what();
-      continue;
-    }
-    HelloStatus st = check_hello(h, got, b, want, my_nonce);
-    int src = h.src_rank;
-    Hello reply = make_hello(b, st == HelloStatus::ok ? src : -1, st, &dev->probe_word_);
-    if (st == HelloStatus::ok) {
-      const auto proof = transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, src, b.rank), nonce_of(h),
-                                                my_nonce);
-      std::memcpy(reply.mac, proof.data(), sizeof reply.mac);
-    }
-    try {
-      seqpacket::send_record_until(kWho, fd.get(), &reply, sizeof reply, b.deadline);
-    } catch (const Error&) {
-      // The caller is gone; nothing to tell it.
-    }
-    if (st != HelloStatus::ok) {
-      ++refused;
-      last_refusal = std::string(transport::hello_status_text(st)) + (got == sizeof h ? " (claims rank " + std::to_string(src) + ")" : "");
-      KOLO_LOG(warn, "shm: refused a connection: " << last_refusal);
-      continue;
-    }
-    want[static_cast<size_t>(src)] = false;
-    --lower;
-    their[static_cast<size_t>(src)] = h;
-    socks[static_cast<size_t>(src)] = std::move(fd);
-  }
-  for (int peer : higher) {
-    Hello r{};
-    size_t got = 0;
-    try {
-      got = seqpacket::recv_record_until(kWho, socks[static_cast<size_t>(peer)].get(), &r, sizeof r, b.deadline);
-    } catch (const TimeoutError&) {
-      throw TimeoutError("rank " + std::to_string(peer) + " did not answer the shared-memory handshake of rank " +
-                         std::to_string(b.rank) + " before the timeout", peer);
-    } catch (const Error& e) {
-      throw PeerError("rank " + std::to_string(peer) + " closed the shared-memory connection during the handshake: " + e.what(), peer);
-    }
-    HelloStatus st = got != sizeof r || r.magic != kHelloMagic ? HelloStatus::bad_magic : static_cast<HelloStatus>(r.status);
-    if (st != HelloStatus::ok)
-      throw PeerError("rank " + std::to_string(peer) + " refused the shared-memory connection from rank " + std::to_string(b.rank) +
-                          ": " + transport::hello_status_text(st),
-                      peer);
-    if (!transport::auth::same(mac_of(r), transport::auth::prove(b.secret, transport::auth::Role::acceptor, binding(b, b.rank, peer),
-                                                                 challenges[static_cast<size_t>(peer)],
-                                                                 peer_nonce[static_cast<size_t>(peer)])))
-      throw PeerError("rank " + std::to_string(peer) + " accepted the shared-memory connection from rank " + std::to_string(b.rank) +
-                          " but could not prove the job secret: " + transport::hello_status_text(HelloStatus::bad_secret),
-                      peer);
-    their[static_cast<size_t>(peer)] = r;
-  }
+  // 4. Control sockets, authenticated (transports/common/seqpacket_handshake.hpp); each hello
+  //    also carries the word the peer may try to read with process_vm_readv.
+  const uint64_t* probe = &dev->probe_word_;
+  const seqpacket::Handshake<Hello> handshake(b, kNames, my_nonce, [probe](Hello& h) {
+    h.probe_addr = reinterpret_cast<uint64_t>(probe);
+    h.probe_value = *probe;
+  });
+  auto [socks, their] = handshake.run(peers, listener.get(), peer_socket, peer_nonce);
 
   // 5. Every peer sent its hello after mapping our segment: the name can go.
   dev->own_->unlink();
