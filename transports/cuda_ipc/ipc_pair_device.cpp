@@ -22,7 +22,7 @@
 #include "kolo/store.hpp"
 #include "transports/common/auth.hpp"
 #include "transports/common/seqpacket.hpp"
-#include "transports/common/seqpacket_handshake.hpp"
+#include "transports/seqpacket_handshake.hpp"
 #include "transports/common/setup_text.hpp"
 #include "transports/cuda_ipc/standin_memory.hpp"
 #include "transports/setup_failure.hpp"
@@ -122,7 +122,7 @@ void IpcPairDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>&
   }
 
   // 3-4. Connect to the higher ranks, accept the lower ones, each hello and answer authenticated
-  //      (transports/common/seqpacket_handshake.hpp).
+  //      (transports/seqpacket_handshake.hpp).
   const sp::Handshake<wire::Hello> handshake(b, kNames, my_nonce);
   std::vector<Fd> socks = handshake.run(peers, listener.get(), address, peer_nonce).socks;
 

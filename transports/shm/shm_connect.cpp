@@ -27,7 +27,7 @@
 #include "kolo/version.hpp"
 #include "transports/common/auth.hpp"
 #include "transports/common/seqpacket.hpp"
-#include "transports/common/seqpacket_handshake.hpp"
+#include "transports/seqpacket_handshake.hpp"
 #include "transports/setup_failure.hpp"
 #include "transports/shm/shm_device.hpp"
 #include "transports/shm/shm_fence.hpp"
@@ -230,7 +230,7 @@ void ShmDevice::connect_or_throw(const Bootstrap& b, const std::vector<int>& pee
     dev->peers_.push_back(std::make_shared<Segment>(std::move(seg)));
   }
 
-  // 4. Control sockets, authenticated (transports/common/seqpacket_handshake.hpp); each hello
+  // 4. Control sockets, authenticated (transports/seqpacket_handshake.hpp); each hello
   //    also carries the word the peer may try to read with process_vm_readv.
   const uint64_t* probe = &dev->probe_word_;
   const seqpacket::Handshake<Hello> handshake(b, kNames, my_nonce, [probe](Hello& h) {

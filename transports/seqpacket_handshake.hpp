@@ -7,6 +7,9 @@
 // the higher peers' answers and checks their proofs. The wait for the lower peers wakes every
 // 200 ms to see whether one of them gave up elsewhere, and says why.
 //
+// Beside the interface, not in transports/common: it speaks the Bootstrap and setup-failure
+// terms of transports/*.hpp, which transports/common may not include (folder arrows run one way).
+//
 // Hello is the transport's record. It has at least magic, protocol_version, nonce[16], group_hash,
 // src_rank, dst_rank, world_size, status and mac[32]; `extra` fills the transport's own fields
 // (shm: the word a peer may read with process_vm_readv).
