@@ -26,28 +26,9 @@ bool have_port() { return ib::port_problem().empty(); }
   if (!have_port()) GTEST_SKIP() << "no usable RDMA port here: " << ib::port_problem()
 
 std::vector<std::unique_ptr<Rank>> connect_ib(int size, const std::string& prefix) {
-  auto store = make_hash_store();
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<Rank>());
-  std::vector<std::thread> ts;
-  std::mutex mu;
-  std::string error;
-  for (int r = 0; r < size; ++r)
-    ts.emplace_back([&, r] {
-      std::vector<int> peers;
-      for (int p = 0; p < size; ++p)
-        if (p != r) peers.push_back(p);
-      try {
-        Rank& me = *ranks[static_cast<size_t>(r)];
-        me.dev = ib::IbDevice::connect(make_bootstrap(*store, r, size, &me.sink, 7, 30s, prefix), peers);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        error += "rank " + std::to_string(r) + ": " + e.what() + "\n";
-      }
-    });
-  for (auto& t : ts) t.join();
-  if (!error.empty()) throw std::runtime_error("connect failed:\n" + error);
-  return ranks;
+  return connect_threads(size, [size, prefix](Store& store, Rank& me, int r, const std::vector<int>& peers) {
+    return ib::IbDevice::connect(make_bootstrap(store, r, size, &me.sink, 7, 30s, prefix), peers);
+  });
 }
 
 size_t slot_payload() { return table_default("KOLO_IB_SLOT_BYTES") - ib::kSlotHeaderBytes; }
@@ -59,35 +40,9 @@ TEST(IbverbsThreads, BytesArriveIntactAtEverySize) {
   // Empty, tiny, one slot's payload +-1, several slots, and more than a whole ring (wraps).
   const std::vector<size_t> sizes = {0, 1, 63, 64, 4096, p - 1, p, p + 1, 3 * p + 5, slots * p + 7, 4 * slots * p + 3};
   auto ranks = connect_ib(2, "ibtest-sizes");
-  std::vector<std::string> errors(2);
-  auto run = [&](int me) {
-    const int other = 1 - me;
-    auto& dev = *ranks[static_cast<size_t>(me)]->dev;
-    std::vector<std::vector<uint8_t>> out, in;
-    std::vector<Request> sreq(sizes.size()), rreq(sizes.size());
-    std::vector<Request*> all;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      out.push_back(pattern(sizes[i], static_cast<uint64_t>(me * 1000 + i)));
-      in.emplace_back(sizes[i], 0xEE);
-    }
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      dev.pair(other)->post_recv(in[i].data(), sizes[i], tag(100 + i), &rreq[i]);
-      dev.pair(other)->post_send(out[i].data(), sizes[i], tag(100 + i), &sreq[i]);
-      all.push_back(&rreq[i]);
-      all.push_back(&sreq[i]);
-    }
-    if (!drive(dev, all, 120s).finished) errors[static_cast<size_t>(me)] += "requests did not complete; ";
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sreq[i].state != Request::State::done || rreq[i].state != Request::State::done)
-        errors[static_cast<size_t>(me)] += "size " + std::to_string(sizes[i]) + " not done (" + rreq[i].detail + sreq[i].detail + "); ";
-      else if (in[i] != pattern(sizes[i], static_cast<uint64_t>(other * 1000 + i)))
-        errors[static_cast<size_t>(me)] += "payload of size " + std::to_string(sizes[i]) + " differs; ";
-    }
-    if (!dev.close(Clock::now() + 20s).empty()) errors[static_cast<size_t>(me)] += "no goodbye from the peer; ";
-  };
-  std::thread t([&] { run(1); });
-  run(0);
-  t.join();
+  const std::vector<std::string> errors = exchange_every_size(ranks, sizes, 120s, [](transport::Device& dev) {
+    return dev.close(Clock::now() + 20s).empty() ? std::string() : std::string("no goodbye from the peer; ");
+  });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_EQ(ranks[0]->sink.first(), Failure::none) << ranks[0]->sink.detail;

@@ -48,7 +48,7 @@ transport::Bootstrap make_bootstrap(Store& store, int rank, int size, Sink* sink
   return b;
 }
 
-std::vector<std::unique_ptr<Rank>> connect_all(int size) {
+std::vector<std::unique_ptr<Rank>> connect_threads(int size, const ConnectRank& connect) {
   auto store = make_hash_store();
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < size; ++r) ranks.push_back(std::make_unique<Rank>());
@@ -62,15 +62,57 @@ std::vector<std::unique_ptr<Rank>> connect_all(int size) {
         if (p != r) peers.push_back(p);
       try {
         Rank& me = *ranks[static_cast<size_t>(r)];
-        me.dev = shm::ShmDevice::connect(make_bootstrap(*store, r, size, &me.sink), peers);
+        me.dev = connect(*store, me, r, peers);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lk(mu);
         error += "rank " + std::to_string(r) + ": " + e.what() + "\n";
       }
     });
   for (auto& t : ts) t.join();
-  if (!error.empty()) throw std::runtime_error("connect_all failed:\n" + error);
+  if (!error.empty()) throw std::runtime_error("connecting " + std::to_string(size) + " ranks failed:\n" + error);
   return ranks;
+}
+
+std::vector<std::unique_ptr<Rank>> connect_all(int size) {
+  return connect_threads(size, [size](Store& store, Rank& me, int r, const std::vector<int>& peers) {
+    return shm::ShmDevice::connect(make_bootstrap(store, r, size, &me.sink), peers);
+  });
+}
+
+std::vector<std::string> exchange_every_size(std::vector<std::unique_ptr<Rank>>& ranks, const std::vector<size_t>& sizes,
+                                             std::chrono::milliseconds timeout,
+                                             const std::function<std::string(transport::Device&)>& then) {
+  std::vector<std::string> errors(2);
+  auto run = [&](int me) {
+    const int other = 1 - me;
+    std::string& error = errors[static_cast<size_t>(me)];
+    auto& dev = *ranks[static_cast<size_t>(me)]->dev;
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<Request> sreq(sizes.size()), rreq(sizes.size());
+    std::vector<Request*> all;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.push_back(pattern(sizes[i], static_cast<uint64_t>(me * 1000 + i)));
+      in.emplace_back(sizes[i], 0xEE);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      dev.pair(other)->post_recv(in[i].data(), sizes[i], tag(100 + i), &rreq[i]);
+      dev.pair(other)->post_send(out[i].data(), sizes[i], tag(100 + i), &sreq[i]);
+      all.push_back(&rreq[i]);
+      all.push_back(&sreq[i]);
+    }
+    if (!drive(dev, all, timeout).finished) error += "requests did not complete; ";
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sreq[i].state != Request::State::done || rreq[i].state != Request::State::done)
+        error += "size " + std::to_string(sizes[i]) + " not done (" + rreq[i].detail + sreq[i].detail + "); ";
+      else if (in[i] != pattern(sizes[i], static_cast<uint64_t>(other * 1000 + i)))
+        error += "payload of size " + std::to_string(sizes[i]) + " differs; ";
+    }
+    if (then) error += then(dev);
+  };
+  std::thread t([&] { run(1); });
+  run(0);
+  t.join();
+  return errors;
 }
 
 DriveStats drive(transport::Device& dev, const std::vector<Request*>& reqs, std::chrono::milliseconds timeout,

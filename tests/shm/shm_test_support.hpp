@@ -38,8 +38,22 @@ struct Rank {
 
 transport::Bootstrap make_bootstrap(Store& store, int rank, int size, Sink* sink, uint8_t secret_byte = 7,
                                     std::chrono::milliseconds timeout = 10s, const std::string& prefix = "shmtest");
-// Connects `size` ranks, one thread each, through an in-process store.
+// Makes rank `rank`'s device on that rank's own thread, through the in-process `store`.
+using ConnectRank = std::function<std::unique_ptr<transport::Device>(Store& store, Rank& me, int rank,
+                                                                     const std::vector<int>& peers)>;
+// Connects `size` ranks, one thread each (connects block until their peers arrive), through one
+// in-process store; throws with every rank's error if any failed.
+std::vector<std::unique_ptr<Rank>> connect_threads(int size, const ConnectRank& connect);
+// connect_threads over the shared-memory transport.
 std::vector<std::unique_ptr<Rank>> connect_all(int size);
+
+// Ranks 0 and 1 (threads) each send every size to the other, all posted at once, and check what
+// arrives against an independently generated pattern(). `then` runs on each rank's thread after
+// its requests ended (an orderly close, say) and returns what went wrong, if anything. Returns
+// each rank's errors, "" where all was well.
+std::vector<std::string> exchange_every_size(std::vector<std::unique_ptr<Rank>>& ranks, const std::vector<size_t>& sizes,
+                                             std::chrono::milliseconds timeout,
+                                             const std::function<std::string(transport::Device&)>& then = {});
 
 // What drive() saw.
 struct DriveStats {

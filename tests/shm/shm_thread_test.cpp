@@ -38,52 +38,23 @@ class ShmThreads : public ::testing::Test {
 
 // Rank 0 and rank 1 each send every size to the other (all posted at once) and check what
 // arrives against an independently generated pattern.
-void exchange_every_size(const std::vector<size_t>& sizes) {
+void expect_every_size_intact(const std::vector<size_t>& sizes) {
   auto ranks = connect_all(2);
-  std::vector<std::string> errors(2);
-  auto run = [&](int me) {
-    int other = 1 - me;
-    auto& dev = *ranks[static_cast<size_t>(me)]->dev;
-    std::vector<std::vector<uint8_t>> out, in;
-    std::vector<Request> sreq(sizes.size()), rreq(sizes.size());
-    std::vector<Request*> all;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      out.push_back(pattern(sizes[i], static_cast<uint64_t>(me * 1000 + i)));
-      in.emplace_back(sizes[i], 0xEE);
-    }
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      dev.pair(other)->post_recv(in[i].data(), sizes[i], tag(100 + i), &rreq[i]);
-      dev.pair(other)->post_send(out[i].data(), sizes[i], tag(100 + i), &sreq[i]);
-      all.push_back(&rreq[i]);
-      all.push_back(&sreq[i]);
-    }
-    DriveStats st = drive(dev, all, 20s);
-    if (!st.finished) errors[static_cast<size_t>(me)] += "requests did not complete; ";
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sreq[i].state != Request::State::done || rreq[i].state != Request::State::done)
-        errors[static_cast<size_t>(me)] += "size " + std::to_string(sizes[i]) + " not done (" + rreq[i].detail + sreq[i].detail + "); ";
-      else if (in[i] != pattern(sizes[i], static_cast<uint64_t>(other * 1000 + i)))
-        errors[static_cast<size_t>(me)] += "payload of size " + std::to_string(sizes[i]) + " differs; ";
-    }
-  };
-  std::thread t([&] { run(1); });
-  run(0);
-  t.join();
+  const std::vector<std::string> errors = shmtest::exchange_every_size(ranks, sizes, 20s);
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_EQ(ranks[0]->sink.first(), Failure::none) << ranks[0]->sink.detail;
   EXPECT_EQ(ranks[1]->sink.first(), Failure::none) << ranks[1]->sink.detail;
 }
 
-
 }  // namespace
 
-TEST_F(ShmThreads, BytesArriveIntactAtEverySize) { exchange_every_size(boundary_sizes()); }
+TEST_F(ShmThreads, BytesArriveIntactAtEverySize) { expect_every_size_intact(boundary_sizes()); }
 
 TEST_F(ShmThreads, BytesArriveIntactThroughTheRingAlone) {
   // No cross-memory attach: large messages are pipelined through the slots.
   ScopedEnv cma("KOLO_SHM_CMA_MIN_BYTES", "0");
-  exchange_every_size(boundary_sizes());
+  expect_every_size_intact(boundary_sizes());
 }
 
 TEST_F(ShmThreads, BytesArriveIntactThroughATinyRing) {
@@ -91,7 +62,7 @@ TEST_F(ShmThreads, BytesArriveIntactThroughATinyRing) {
   ScopedEnv slot("KOLO_SHM_SLOT_BYTES", "128");
   ScopedEnv slots("KOLO_SHM_SLOTS", "2");
   ScopedEnv cma("KOLO_SHM_CMA_MIN_BYTES", "0");
-  exchange_every_size({0, 1, 63, 64, 65, 127, 128, 129, 4095, 100000});
+  expect_every_size_intact({0, 1, 63, 64, 65, 127, 128, 129, 4095, 100000});
 }
 
 // One thread polls the receiver and the sender of two large messages in turn (the receiver reads
