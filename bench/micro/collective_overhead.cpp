@@ -9,19 +9,17 @@
 // iteration count.
 //   kolo-bench-overhead [--transports shm,tcp] [google-benchmark flags]
 #include <benchmark/benchmark.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "partner_bench.hpp"
 #include "kolo/kolo.hpp"
 
 namespace {
@@ -90,71 +88,20 @@ std::shared_ptr<kolo::ProcessGroup> join(const std::string& store, int rank, con
   return kolo::ProcessGroup::create(kolo::make_file_store(store, 2), rank, 2, o);
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!part.empty()) out.push_back(part);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string transport_list = "shm,tcp";
-  bool help = false;
-  CLI::App app{"", "kolo-bench-overhead"};
-  kolo::cli::configure(app, "usage: kolo-bench-overhead [--transports shm,tcp] [google-benchmark flags]\n");
-  app.description("The per-call cost of a collective that moves nothing: a group of one, and 2 ranks per transport.");
-  app.allow_extras();  // google-benchmark's own flags (--benchmark_filter=...): passed on to it
-  app.add_option("--transports", transport_list, "transports of the 2-rank groups, comma-separated (shm,tcp)")
-      ->type_name("LIST");
-  kolo::cli::add_help(app, help, "show this help, then google-benchmark's flags");
-  try {
-    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const CLI::Error& e) {
-    std::fprintf(stderr, "kolo-bench-overhead: %s\n", e.what());
-    return 2;
-  }
-  std::vector<std::string> passed = app.remaining();
-  if (help) {
-    std::fputs(kolo::cli::help(app).c_str(), stdout);
-    passed = {"--help"};  // google-benchmark prints its flags and exits
-  }
-  const std::vector<std::string> transports = split(transport_list);
-  std::vector<char*> rest = {argv[0]};
-  for (std::string& a : passed) rest.push_back(a.data());
-  if (help) {
-    int n = static_cast<int>(rest.size());
-    benchmark::Initialize(&n, rest.data());
-  }
+  auto args = kolo::bench::parse_partner_bench_cli(
+      argc, argv, "kolo-bench-overhead", "shm,tcp",
+      "The per-call cost of a collective that moves nothing: a group of one, and 2 ranks per transport.");
+  if (!args || !kolo::bench::initialize_benchmark(args->benchmark_args)) return 2;
   // Partners are forked before this process starts any thread.
-  std::map<std::string, std::pair<pid_t, std::string>> partners;
-  for (const auto& t : transports) {
-    char dir[] = "/tmp/kolo-bench-overhead-XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      std::perror("kolo-bench-overhead: mkdtemp");
-      return 3;
-    }
-    std::string store = std::string(dir) + "/store";
-    std::fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) return 3;
-    if (pid == 0) {
-      int code = 3;
-      try {
-        code = partner(*join(store, 1, t));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "kolo-bench-overhead partner (%s): %s\n", t.c_str(), e.what());
-      }
-      std::_Exit(code);
-    }
-    partners[t] = {pid, dir};
+  std::map<std::string, kolo::bench::Partner> partners;
+  for (const auto& t : args->transports) {
+    auto p = kolo::bench::fork_partner("kolo-bench-overhead", t,
+                                       [&](const std::string& store) { return partner(*join(store, 1, t)); });
+    if (!p) return 3;
+    partners[t] = *p;
   }
   try {
     // The group's timeout equals the waits' (as in join()): a wait() whose own timeout is
@@ -163,7 +110,7 @@ int main(int argc, char** argv) {
     kolo::GroupOptions one;
     one.timeout = kTimeout;
     g_groups["1rank"] = kolo::ProcessGroup::create(kolo::make_hash_store(), 0, 1, one);
-    for (const auto& [t, p] : partners) g_groups[t] = join(p.second + "/store", 0, t);
+    for (const auto& [t, p] : partners) g_groups[t] = join(p.store(), 0, t);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kolo-bench-overhead: %s\n", e.what());
     return 3;
@@ -173,22 +120,17 @@ int main(int argc, char** argv) {
   for (const auto& [name, c] : colls) {
     benchmark::RegisterBenchmark((std::string("overhead/1rank/") + name).c_str(), BM_overhead, "1rank", c)
         ->UseRealTime();
-    for (const auto& t : transports) {
+    for (const auto& t : args->transports) {
       benchmark::RegisterBenchmark(("overhead/2ranks/" + t + "/" + name).c_str(), BM_overhead, t, c)->UseRealTime();
     }
   }
-  int n = static_cast<int>(rest.size());
-  benchmark::Initialize(&n, rest.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   int rc = 0;
   for (const auto& [t, p] : partners) {
     control(*g_groups.at(t), 10 * kQuit);
     g_groups.at(t)->shutdown();
-    int status = 0;
-    waitpid(p.first, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-    std::filesystem::remove_all(p.second);
+    if (!p.finish()) rc = 1;
   }
   return rc;
 }

@@ -8,7 +8,6 @@
 // ProcessGroup through a FileStore, so it is a real 2-process run over the real transport.
 //   kolo-bench-transport [--transports tcp,shm] [google-benchmark flags]
 #include <benchmark/benchmark.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,11 +17,10 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "partner_bench.hpp"
 #include "kolo/kolo.hpp"
 
 namespace {
@@ -63,10 +61,8 @@ int serve(kolo::ProcessGroup& g) {
   }
 }
 
-kolo::ProcessGroup* g_group = nullptr;  // rank 0's group for the transport being measured
-
-void BM_pingpong(benchmark::State& state) {
-  kolo::ProcessGroup& g = *g_group;
+void BM_pingpong(benchmark::State& state, kolo::ProcessGroup* group) {
+  kolo::ProcessGroup& g = *group;
   const auto n = static_cast<size_t>(state.range(0));
   std::vector<unsigned char> buf(n, 7);
   send_control(g, {kPingPong, static_cast<int64_t>(n), static_cast<int64_t>(state.max_iterations)});
@@ -80,8 +76,8 @@ void BM_pingpong(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * n));
 }
 
-void BM_stream(benchmark::State& state) {
-  kolo::ProcessGroup& g = *g_group;
+void BM_stream(benchmark::State& state, kolo::ProcessGroup* group) {
+  kolo::ProcessGroup& g = *group;
   const auto n = static_cast<size_t>(state.range(0));
   std::vector<unsigned char> buf(n, 7);
   unsigned char ack = 0;
@@ -101,19 +97,6 @@ void BM_stream(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(total));
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!part.empty()) parts.push_back(part);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return parts;
-}
-
 std::shared_ptr<kolo::ProcessGroup> join(const std::string& store_path, int rank, const std::string& transport) {
   kolo::GroupOptions o;
   o.transport = transport;
@@ -122,92 +105,47 @@ std::shared_ptr<kolo::ProcessGroup> join(const std::string& store_path, int rank
   return kolo::ProcessGroup::create(kolo::make_file_store(store_path, 2), rank, 2, o);
 }
 
-// One transport: fork the echo server, join, run every benchmark, stop the server.
-int measure(const std::string& transport) {
-  char dir_template[] = "/tmp/kolo-bench-transport-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    std::perror("kolo-bench-transport: mkdtemp");
-    return 3;
-  }
-  const std::string store_path = std::string(dir_template) + "/store";
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child < 0) {
-    std::perror("kolo-bench-transport: fork");
-    return 3;
-  }
-  if (child == 0) {
-    int code = 3;
-    try {
-      auto g = join(store_path, 1, transport);
-      code = serve(*g);
-      g->shutdown();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "kolo-bench-transport: rank 1 (%s): %s\n", transport.c_str(), e.what());
-    }
-    std::_Exit(code);
-  }
-  int code = 0;
-  try {
-    auto g = join(store_path, 0, transport);
-    g_group = g.get();
-    benchmark::ClearRegisteredBenchmarks();
-    for (size_t n = 8; n <= kMaxBytes; n *= 8) {
-      benchmark::RegisterBenchmark(("pingpong/" + transport).c_str(), BM_pingpong)->Arg(static_cast<int64_t>(n))->UseRealTime();
-    }
-    for (size_t n = 4096; n <= kMaxBytes; n *= 4) {
-      benchmark::RegisterBenchmark(("stream/" + transport).c_str(), BM_stream)->Arg(static_cast<int64_t>(n))->UseRealTime();
-    }
-    benchmark::RunSpecifiedBenchmarks();
-    send_control(*g, {kStop, 0, 0});
-    g->shutdown();
-    g_group = nullptr;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kolo-bench-transport: rank 0 (%s): %s\n", transport.c_str(), e.what());
-    kill(child, SIGKILL);
-    code = 3;
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (code == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) code = 3;
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_template, ignored);
-  return code;
-}
-
 }  // namespace
 
+// Every transport's echo server is forked first, then every benchmark registered and run in one
+// RunSpecifiedBenchmarks (a second call crashes Debian's google-benchmark 1.7.1).
 int main(int argc, char** argv) {
-  std::string transport_list = "tcp,shm";
-  bool help = false;
-  CLI::App app{"", "kolo-bench-transport"};
-  kolo::cli::configure(app, "usage: kolo-bench-transport [--transports tcp,shm] [google-benchmark flags]\n");
-  app.description("Ping-pong latency and streaming bandwidth per transport between 2 processes.");
-  app.allow_extras();  // google-benchmark's own flags (--benchmark_filter=...): passed on to it
-  app.add_option("--transports", transport_list, "transports to measure, comma-separated (tcp,shm)")->type_name("LIST");
-  kolo::cli::add_help(app, help, "show this help, then google-benchmark's flags");
-  try {
-    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const CLI::Error& e) {
-    std::fprintf(stderr, "kolo-bench-transport: %s\n", e.what());
-    return 2;
+  auto args = kolo::bench::parse_partner_bench_cli(
+      argc, argv, "kolo-bench-transport", "tcp,shm",
+      "Ping-pong latency and streaming bandwidth per transport between 2 processes.");
+  if (!args || !kolo::bench::initialize_benchmark(args->benchmark_args)) return 2;
+  std::map<std::string, kolo::bench::Partner> partners;
+  for (const std::string& t : args->transports) {
+    auto p = kolo::bench::fork_partner("kolo-bench-transport", t, [&](const std::string& store) {
+      auto g = join(store, 1, t);
+      const int code = serve(*g);
+      g->shutdown();
+      return code;
+    });
+    if (!p) return 3;
+    partners[t] = *p;
   }
-  std::vector<std::string> passed = app.remaining();
-  if (help) {
-    std::fputs(kolo::cli::help(app).c_str(), stdout);
-    passed = {"--help"};  // google-benchmark prints its flags and exits
-  }
-  const std::vector<std::string> transports = split(transport_list);
-  std::vector<char*> rest = {argv[0]};
-  for (std::string& a : passed) rest.push_back(a.data());
-  int rest_count = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_count, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(rest_count, rest.data())) return 2;
   int code = 0;
-  for (const std::string& t : transports) {
-    const int c = measure(t);
-    if (c != 0) code = c;
+  std::map<std::string, std::shared_ptr<kolo::ProcessGroup>> groups;
+  try {
+    for (const auto& [t, p] : partners) {
+      kolo::ProcessGroup* g = (groups[t] = join(p.store(), 0, t)).get();
+      for (size_t n = 8; n <= kMaxBytes; n *= 8)
+        benchmark::RegisterBenchmark(("pingpong/" + t).c_str(), BM_pingpong, g)->Arg(static_cast<int64_t>(n))->UseRealTime();
+      for (size_t n = 4096; n <= kMaxBytes; n *= 4)
+        benchmark::RegisterBenchmark(("stream/" + t).c_str(), BM_stream, g)->Arg(static_cast<int64_t>(n))->UseRealTime();
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    for (const auto& [t, g] : groups) {
+      send_control(*g, {kStop, 0, 0});
+      g->shutdown();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kolo-bench-transport: rank 0: %s\n", e.what());
+    code = 3;
   }
+  for (const auto& [t, p] : partners)
+    if (!p.finish(code != 0) && code == 0) code = 3;
   benchmark::Shutdown();
   return code;
 }

@@ -134,19 +134,32 @@ TEST(BenchQuick, PipelineRunsAndEveryRowChecksClean) {
     EXPECT_GT(pngs, 0) << "gnuplot is installed but no chart in " << out / "compare-tcp" / "plots";
   }
 
-  // The per-call cost of an empty collective, when Google Benchmark was there to build it:
-  // 3 collectives x (1 rank + 2 ranks over tcp and shm), each with a positive us_per_call.
-  if (fs::is_regular_file(fs::path(build) / "bench" / "micro" / "kolo-bench-overhead")) {
-    std::ifstream f(out / "micro" / "overhead.json");
+  // The micro-benchmarks, when Google Benchmark was there to build them: each entry of the JSON
+  // has its counter, positive. kolo-bench-overhead: 3 collectives x (1 rank + 2 ranks over tcp
+  // and shm). kolo-bench-transport, both transports in one process: ping-pong at 8 B-16 MiB
+  // (x8, 8 sizes) and streaming at 4 KiB-16 MiB (x4, 7 sizes) each.
+  const auto count_positive = [&](const char* program, const char* json_name, const std::string& counter) {
+    if (!fs::is_regular_file(fs::path(build) / "bench" / "micro" / program)) return -1;
+    std::ifstream f(out / "micro" / json_name);
     std::stringstream text;
     text << f.rdbuf();
     const std::string json = text.str();
+    const std::string key = "\"" + counter + "\": ";
     int entries = 0;
-    for (size_t at = json.find("\"us_per_call\": "); at != std::string::npos; at = json.find("\"us_per_call\": ", at + 1)) {
+    for (size_t at = json.find(key); at != std::string::npos; at = json.find(key, at + 1)) {
       ++entries;
-      EXPECT_GT(std::stod(json.substr(at + 15)), 0.0) << json.substr(at, 40);
+      EXPECT_GT(std::stod(json.substr(at + key.size())), 0.0) << json_name << ": " << json.substr(at, 40);
     }
-    EXPECT_EQ(entries, 9) << out / "micro" / "overhead.json";
+    return entries;
+  };
+  if (const int n = count_positive("kolo-bench-overhead", "overhead.json", "us_per_call"); n >= 0) {
+    EXPECT_EQ(n, 9) << out / "micro" / "overhead.json";
+  }
+  if (const int n = count_positive("kolo-bench-transport", "transport.json", "one_way_us"); n >= 0) {
+    EXPECT_EQ(n, 2 * 8) << out / "micro" / "transport.json";
+  }
+  if (const int n = count_positive("kolo-bench-transport", "transport.json", "GB/s"); n >= 0) {
+    EXPECT_EQ(n, 2 * 7) << out / "micro" / "transport.json";
   }
 
   // The barrier's report at 3 ranks, kolo's and Open MPI's: a row per rank and the average of a
