@@ -5,16 +5,11 @@
 //   mpirun -np 2 kolo-per-call-instructions-mpi gather|scatter|broadcast|reduce|allreduce ITERATIONS
 #include <mpi.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "cli.hpp"  // common/: the programs' shared CLI11 setup
+#include "per_call_driver.hpp"
 
 namespace {
 enum Op { kAllreduce, kBroadcast, kGather, kScatter, kReduce, kNumOps };
@@ -34,30 +29,14 @@ extern "C" __attribute__((noinline)) void measure(int n, int which, float* x, in
 }
 
 int main(int argc, char** argv) {
-  std::string op;
-  int n = 0;
-  bool help = false;
-  CLI::App app{"", "kolo-per-call-instructions-mpi"};
-  kolo::cli::configure(app, "usage: mpirun -np P kolo-per-call-instructions-mpi OPERATION ITERATIONS\n");
-  app.description("kolo-per-call-instructions for Open MPI: ITERATIONS calls inside measure(), for callgrind.");
-  // Both required, checked after parsing so that --help alone is not an error.
-  CLI::Option* op_given = app.add_option("OPERATION", op, "the operation measured")
-                              ->check(CLI::IsMember(std::vector<std::string>(kNames, kNames + kNumOps)));
-  CLI::Option* n_given = app.add_option("ITERATIONS", n, "calls measured")->type_name("N")->check(CLI::NonNegativeNumber);
-  kolo::cli::add_help(app, help);
-  try {
-    kolo::cli::parse(app, std::vector<std::string>(argv + 1, argv + argc));
-    if (!help && (op_given->count() == 0 || n_given->count() == 0))
-      throw CLI::ValidationError("OPERATION and ITERATIONS are required");
-  } catch (const CLI::Error& e) {
-    std::fprintf(stderr, "kolo-per-call-instructions-mpi: %s\n%s", e.what(), kolo::cli::help(app).c_str());
-    return 2;
-  }
-  if (help) {
-    std::fputs(kolo::cli::help(app).c_str(), stdout);
-    return 0;
-  }
-  const int which = static_cast<int>(std::find(kNames, kNames + kNumOps, op) - kNames);
+  int code = 0;
+  const auto args = kolo::bench::parse_per_call_cli(
+      argc, argv, "kolo-per-call-instructions-mpi",
+      "usage: mpirun -np P kolo-per-call-instructions-mpi OPERATION ITERATIONS\n",
+      "kolo-per-call-instructions for Open MPI: ITERATIONS calls inside measure(), for callgrind.",
+      std::vector<std::string>(kNames, kNames + kNumOps), code);
+  if (!args) return code;
+  const int which = args->operation;
   MPI_Init(&argc, &argv);
   int p = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &p);
@@ -68,19 +47,9 @@ int main(int argc, char** argv) {
   }
   float x[64] = {};
   for (int i = 0; i < 200; ++i) MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  const bool from_root = which == kBroadcast || which == kScatter, to_root = which == kGather || which == kReduce;
-  if (p > 1 && (from_root || to_root)) {
-    constexpr int kBatch = 16;  // as kolo-per-call-instructions: the receivers sleep, the messages wait for them
-    const bool receives = from_root ? rank != 0 : rank == 0;
-    for (int done = 0; done < n; done += kBatch) {
-      const int batch = std::min(kBatch, n - done);
-      MPI_Barrier(MPI_COMM_WORLD);
-      if (receives) std::this_thread::sleep_for(std::chrono::milliseconds(10 * (rank + 1)));
-      measure(batch, which, x, p);
-    }
-  } else {
-    measure(n, which, x, p);
-  }
+  kolo::bench::run_per_call(
+      args->iterations, rank, p, which == kBroadcast || which == kScatter, which == kGather || which == kReduce,
+      [] { MPI_Barrier(MPI_COMM_WORLD); }, [&](int count) { measure(count, which, x, p); });
   MPI_Finalize();
   return 0;
 }
