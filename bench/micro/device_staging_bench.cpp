@@ -40,8 +40,15 @@ void spin_done(kolo::kernels::DeviceRuntime& rt, void* e) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using namespace kolo;
+  if (argc > 1) {  // it takes no arguments: --help, or anything else, gets the usage
+    const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
+    std::fprintf(help ? stdout : stderr,
+                 "usage: kolo-bench-device-staging\nTimes the parts of one staged device operation on GPU 0 (no "
+                 "arguments; without a device it says SKIPPED and exits 0).\n");
+    return help ? 0 : 2;
+  }
   kernels::DeviceRuntime* rt = kernels::device_runtime();
   if (!rt || rt->device_count() == 0) {
     std::printf("SKIPPED device staging bench: no device (%s)\n", rt ? rt->unavailable_reason().c_str() : "no runtime");
