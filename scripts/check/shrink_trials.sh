@@ -9,13 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
-ninja -C "$BUILD_DIR" tests/collectives/shrink-test tests/collectives/kolo-test-worker >/dev/null || exit 1
-# Run copies: a rebuild during the series must not pull the binaries from under it.
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-cp "$BUILD_DIR/tests/collectives/shrink-test" "$BUILD_DIR/tests/collectives/kolo-test-worker" \
-  "$BUILD_DIR/libkolo.so.0" "$bin/"  # cp follows the soname link
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/check/run_copies.sh
+run_copies tests/collectives/shrink-test
 log="$BUILD_DIR/shrink-$(date +%Y%m%d-%H%M%S).log"
 KOLO_SHRINK_TRIALS=${1:-20} KOLO_SHRINK_SEED=${2:-$RANDOM$RANDOM} KOLO_TEST_WORKER="$bin/kolo-test-worker" \
   "$bin/shrink-test" --gtest_filter='Shrink.RandomKillTrials' 2>&1 | tee "$log" | grep -E '^shrink|Failure|^\[  (PASSED|FAILED)'

@@ -8,12 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
-ninja -C "$BUILD_DIR" tests/collectives/reliability-test tests/collectives/kolo-test-worker >/dev/null || exit 1
-# Run copies: a rebuild during the soak must not pull the binaries from under it.
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-cp "$BUILD_DIR/tests/collectives/reliability-test" "$BUILD_DIR/tests/collectives/kolo-test-worker" \
-  "$BUILD_DIR/libkolo.so.0" "$bin/"  # cp follows the soname link
-export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/check/run_copies.sh
+run_copies tests/collectives/reliability-test
 KOLO_SOAK_COLLECTIVES=${1:-10000} KOLO_SOAK_RANKS=${2:-4} KOLO_SOAK_SAMPLE_EVERY=${3:-250} \
   KOLO_TEST_WORKER="$bin/kolo-test-worker" "$bin/reliability-test" --gtest_filter='Soak.*'
